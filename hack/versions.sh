@@ -1,0 +1,16 @@
+# versions.sh: the pinned versions of what hack/ builds, and where it puts them.
+# Sourced by the build scripts; the Go side (proxy/controlplane) mirrors these.
+K8S_VERSION=v1.37.1
+ETCD_VERSION=v3.6.16
+
+# envtest_assets_dir prints where the control plane binaries live:
+# KUBEBUILDER_ASSETS when set, else the setup-envtest store.
+envtest_assets_dir() {
+	if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
+		echo "$KUBEBUILDER_ASSETS"
+	else
+		echo "${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/${K8S_VERSION#v}-linux-amd64"
+	fi
+}
+# SOURCE_CONTROLLER_VERSION must match the require in hack/tools/source-controller/go.mod.
+SOURCE_CONTROLLER_VERSION=v1.9.3

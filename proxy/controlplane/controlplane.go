@@ -1,0 +1,230 @@
+package controlplane
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// KubernetesVersion is the kube-apiserver version hack/assets.sh builds; it
+// names the default asset directory.
+const KubernetesVersion = "v1.37.1"
+
+// ErrAssetsMissing is returned (wrapped) by Start when kube-apiserver or etcd
+// is not where the environment looks for it.
+var ErrAssetsMissing = errors.New("control plane binaries not found")
+
+// Environment is one kube-apiserver and etcd. The zero value is usable: it finds
+// the binaries in KUBEBUILDER_ASSETS or the setup-envtest store, installs no
+// CRDs and discards the control plane's output.
+type Environment struct {
+	// AssetsDir holds kube-apiserver and etcd. Zero: KUBEBUILDER_ASSETS, else
+	// DefaultAssetsDir().
+	AssetsDir string
+
+	// CRDs are installed, and waited for, before Start returns. Zero: none.
+	CRDs envtest.CRDInstallOptions
+
+	// Output receives the control plane's stdout and stderr. Zero: discarded.
+	Output io.Writer
+
+	// Config is an admin config for the apiserver, set by Start.
+	Config *rest.Config
+
+	env     *envtest.Environment
+	workDir string
+	reaper  *exec.Cmd
+	toReap  io.WriteCloser
+	stopped sync.Once
+	stopErr error
+}
+
+// DefaultAssetsDir is where hack/assets.sh puts the binaries when
+// KUBEBUILDER_ASSETS is unset: the setup-envtest store layout.
+func DefaultAssetsDir() string {
+	data := os.Getenv("XDG_DATA_HOME")
+	if data == "" {
+		data = filepath.Join(os.Getenv("HOME"), ".local", "share")
+	}
+	return filepath.Join(data, "kubebuilder-envtest", "k8s", strings.TrimPrefix(KubernetesVersion, "v")+"-linux-amd64")
+}
+
+// AssetsDir returns the directory Start will take binaries from.
+func (e *Environment) assetsDir() string {
+	switch {
+	case e.AssetsDir != "":
+		return e.AssetsDir
+	case os.Getenv("KUBEBUILDER_ASSETS") != "":
+		return os.Getenv("KUBEBUILDER_ASSETS")
+	default:
+		return DefaultAssetsDir()
+	}
+}
+
+// Start launches etcd and kube-apiserver and installs the CRDs. On error nothing
+// it started is left running.
+func (e *Environment) Start() (retErr error) {
+	if e.env != nil {
+		return errors.New("controlplane: Start called twice")
+	}
+	dir := e.assetsDir()
+	for _, bin := range []string{"etcd", "kube-apiserver"} {
+		if fi, err := os.Stat(filepath.Join(dir, bin)); err != nil || fi.IsDir() {
+			return fmt.Errorf("%w: %s has no %s (run `make assets` to build them, or set KUBEBUILDER_ASSETS)", ErrAssetsMissing, dir, bin)
+		}
+	}
+
+	work, err := os.MkdirTemp("", "stalefuzz-controlplane-")
+	if err != nil {
+		return fmt.Errorf("unable to create control plane working directory: %w", err)
+	}
+	e.workDir = work
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, e.Stop())
+		}
+	}()
+	if err := e.startReaper(); err != nil {
+		return err
+	}
+
+	etcd, err := e.shim("etcd", filepath.Join(dir, "etcd"))
+	if err != nil {
+		return err
+	}
+	apiserver, err := e.shim("kube-apiserver", filepath.Join(dir, "kube-apiserver"))
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{"etcd-data", "certs"} {
+		if err := os.Mkdir(filepath.Join(work, d), 0o700); err != nil {
+			return fmt.Errorf("unable to create %s directory: %w", d, err)
+		}
+	}
+
+	env := &envtest.Environment{
+		CRDInstallOptions:     e.CRDs,
+		ErrorIfCRDPathMissing: true,
+	}
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: etcd, DataDir: filepath.Join(work, "etcd-data"), Out: e.Output, Err: e.Output}
+	api := env.ControlPlane.GetAPIServer()
+	api.Path = apiserver
+	api.CertDir = filepath.Join(work, "certs")
+	api.Out, api.Err = e.Output, e.Output
+	e.env = env
+
+	cfg, err := env.Start()
+	if err != nil {
+		return fmt.Errorf("unable to start control plane from %s: %w", dir, err)
+	}
+	e.Config = cfg
+	return nil
+}
+
+// shim writes an executable that records its PID for the reaper and then
+// becomes bin, so that the PID recorded is the binary's own.
+func (e *Environment) shim(name, bin string) (string, error) {
+	path := filepath.Join(e.workDir, name)
+	script := fmt.Sprintf("#!/bin/sh\necho $$ >> %s\nexec %s \"$@\"\n",
+		shellQuote(filepath.Join(e.workDir, "pids")), shellQuote(bin))
+	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
+		return "", fmt.Errorf("unable to write %s shim: %w", name, err)
+	}
+	return path, nil
+}
+
+// reaperScript waits for its stdin to close. If the last line it read is not
+// "stop", the process that started it died without cleaning up: it kills every
+// recorded process group and removes the working directory.
+const reaperScript = `trap '' INT TERM HUP
+last=
+while IFS= read -r line; do last=$line; done
+[ "$last" = stop ] && exit 0
+if [ -f "$1/pids" ]; then
+  while IFS= read -r p; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done < "$1/pids"
+fi
+rm -rf "$1"
+`
+
+func (e *Environment) startReaper() error {
+	cmd := exec.Command("/bin/sh", "-c", reaperScript, "stalefuzz-reaper", e.workDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("unable to create reaper pipe: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("unable to start reaper: %w", err)
+	}
+	e.reaper, e.toReap = cmd, in
+	return nil
+}
+
+// Stop stops kube-apiserver and etcd, removes the working directory and ends
+// the reaper. It is idempotent and returns every error it met; whatever it
+// could not stop gracefully it kills.
+func (e *Environment) Stop() error {
+	e.stopped.Do(func() {
+		var errs []error
+		if e.env != nil && e.Config != nil {
+			if err := e.env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("unable to stop control plane: %w", err))
+			}
+		}
+		// Whatever is still alive (a failed start, a failed stop) is killed now.
+		for _, pid := range e.PIDs() {
+			if syscall.Kill(-pid, 0) == nil {
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+		if e.toReap != nil {
+			_, _ = io.WriteString(e.toReap, "stop\n")
+			_ = e.toReap.Close()
+			if err := e.reaper.Wait(); err != nil {
+				errs = append(errs, fmt.Errorf("reaper: %w", err))
+			}
+		}
+		if e.workDir != "" {
+			if err := os.RemoveAll(e.workDir); err != nil {
+				errs = append(errs, fmt.Errorf("unable to remove %s: %w", e.workDir, err))
+			}
+		}
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
+}
+
+// PIDs returns the process IDs of the binaries Start launched that are running
+// now (each is also its process group ID). envtest also runs the binaries
+// briefly to read their versions; those have exited and are not listed.
+func (e *Environment) PIDs() []int {
+	if e.workDir == "" {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(e.workDir, "pids"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var pids []int
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if pid, err := strconv.Atoi(strings.TrimSpace(s.Text())); err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

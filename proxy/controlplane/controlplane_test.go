@@ -1,0 +1,185 @@
+package controlplane_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
+)
+
+// helperEnv selects the child mode of this test binary: the child starts a
+// control plane, prints its PIDs and working directory, then dies as told.
+const helperEnv = "STALEFUZZ_CONTROLPLANE_HELPER"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "panic", "hang":
+		env := &controlplane.Environment{}
+		if err := env.Start(); err != nil {
+			fmt.Println("START-ERROR", err)
+			os.Exit(3)
+		}
+		pids := env.PIDs()
+		fmt.Printf("PIDS %s\n", strings.Trim(fmt.Sprint(pids), "[]"))
+		if os.Getenv(helperEnv) == "panic" {
+			panic("helper: panicking with a running control plane")
+		}
+		select {} // wait to be killed
+	}
+}
+
+func TestStartStop(t *testing.T) {
+	env := &controlplane.Environment{}
+	if err := env.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	pids := env.PIDs()
+	if len(pids) < 2 {
+		t.Errorf("want at least 2 recorded PIDs (etcd, kube-apiserver), got %v", pids)
+	}
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatalf("server version: %v", err)
+	}
+	if v.GitVersion != controlplane.KubernetesVersion {
+		t.Errorf("apiserver reports %q, want %q (version ldflags in hack/assets.sh)", v.GitVersion, controlplane.KubernetesVersion)
+	}
+	if err := env.Stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if err := env.Stop(); err != nil {
+		t.Errorf("second stop: %v", err)
+	}
+	waitGone(t, pids)
+}
+
+func TestMissingAssetsSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	env := &controlplane.Environment{AssetsDir: dir}
+	err := env.Start()
+	if !errors.Is(err, controlplane.ErrAssetsMissing) {
+		t.Fatalf("want ErrAssetsMissing, got %v", err)
+	}
+	for _, want := range []string{dir, "make assets", "KUBEBUILDER_ASSETS"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestNoProcessOutlivesPanic(t *testing.T) { testNoProcessOutlives(t, "panic", nil) }
+
+func TestNoProcessOutlivesSIGKILL(t *testing.T) {
+	testNoProcessOutlives(t, "hang", func(p *os.Process) { _ = p.Signal(syscall.SIGKILL) })
+}
+
+func TestNoProcessOutlivesSIGINT(t *testing.T) {
+	testNoProcessOutlives(t, "hang", func(p *os.Process) { _ = p.Signal(syscall.SIGINT) })
+}
+
+// testNoProcessOutlives runs this binary as a child that starts a control
+// plane and then dies (by panic, or by kill once it printed its PIDs), and
+// checks that every process the child started is gone and its working
+// directory removed.
+func testNoProcessOutlives(t *testing.T, mode string, kill func(*os.Process)) {
+	tmp := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "TMPDIR="+tmp)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "PIDS "); ok {
+			for _, f := range strings.Fields(rest) {
+				pid, _ := strconv.Atoi(f)
+				pids = append(pids, pid)
+			}
+			break
+		}
+		if strings.HasPrefix(line, "START-ERROR") {
+			t.Fatalf("child: %s", line)
+		}
+	}
+	if len(pids) < 2 {
+		_ = cmd.Process.Kill()
+		t.Fatalf("child printed no PIDs")
+	}
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) != nil {
+			t.Fatalf("PID %d not running while the child is alive", pid)
+		}
+	}
+	if kill != nil {
+		kill(cmd.Process)
+	}
+	go func() { _, _ = bufio.NewReader(out).WriteTo(os.Stderr) }()
+	err = cmd.Wait()
+	if err == nil {
+		t.Fatalf("child exited cleanly; want a %s death", mode)
+	}
+	waitGone(t, pids)
+	// The reaper also removed the working directory (certificates, etcd data).
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		left, _ := filepath.Glob(filepath.Join(tmp, "stalefuzz-controlplane-*"))
+		return len(left) == 0, nil
+	}); err != nil {
+		left, _ := filepath.Glob(filepath.Join(tmp, "stalefuzz-controlplane-*"))
+		t.Errorf("working directory left behind after %s: %v", mode, left)
+	}
+}
+
+// waitGone fails t unless every pid has exited (or is a zombie awaiting its
+// reaper) within 15s.
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+			return syscall.Kill(pid, 0) != nil || isZombieOrGone(pid), nil
+		})
+		if err != nil {
+			t.Errorf("PID %d (%s) still running 15s after its owner ended", pid, comm(pid))
+		}
+	}
+}
+
+func isZombieOrGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+func comm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,30 @@
+// Package controlplane starts a real kube-apiserver and etcd under
+// controller-runtime's envtest, from binaries that hack/assets.sh builds from Go
+// modules, and guarantees that neither outlives the process that started them.
+//
+// # Guarantees
+//
+// Start either returns a running control plane or an error that says what is
+// missing (for absent binaries: which directory was searched and that
+// `make assets` builds them); a partial start is rolled back. Stop is idempotent
+// and returns every error it met.
+//
+// No process Start launches survives the test binary, whatever way it exits:
+// Stop, a failed Start, a panic, os.Exit, SIGINT or SIGKILL. Each binary is
+// launched through a one-line shim that records its PID before exec'ing it;
+// a small reaper process (sh, in its own process group, ignoring SIGINT, SIGTERM
+// and SIGHUP) holds the read end of a pipe whose write end only this process
+// has. When the pipe closes without the word "stop" (the process died), the
+// reaper kills the process group of every recorded PID and removes the working
+// directory (certificates, etcd data). envtest starts each binary as a process
+// group leader, so killing the group reaches it.
+//
+// # Environment variables
+//
+//   - KUBEBUILDER_ASSETS: directory holding kube-apiserver and etcd. Wins over
+//     the default.
+//   - XDG_DATA_HOME, HOME: locate the default setup-envtest store,
+//     ${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/1.37.1-linux-amd64.
+//   - envtest's own, read by envtest itself: KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT,
+//     KUBEBUILDER_CONTROLPLANE_START_TIMEOUT, KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT.
+package controlplane
