@@ -1,0 +1,336 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// DefaultMaxFrame is the largest watch event the proxy parses when
+// Proxy.MaxFrame is zero. The apiserver's own limit on an object is far lower
+// (etcd's default request limit is 1.5 MiB).
+const DefaultMaxFrame = 16 << 20
+
+// Proxy fronts one apiserver. The zero value is not usable: set Upstream, then
+// call Start.
+type Proxy struct {
+	// Upstream is the apiserver and the credentials the proxy uses for every
+	// client. Required.
+	Upstream *rest.Config
+
+	// Log receives the proxy's warnings (a stream it could not parse and passed
+	// through, an upstream error). Zero: discarded.
+	Log logr.Logger
+
+	// MaxFrame bounds the size of one watch event the proxy parses; a larger
+	// one makes the rest of its stream pass through undelayed. Zero:
+	// DefaultMaxFrame.
+	MaxFrame int
+
+	upstream  *url.URL
+	transport http.RoundTripper
+	infos     *request.RequestInfoFactory
+	rules     atomic.Pointer[ruleSet]
+	trace     trace.Log
+	nextID    atomic.Uint64
+
+	stopCtx  context.Context
+	stopNow  context.CancelFunc
+	handlers sync.WaitGroup
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	clients map[string]*Client
+	streams map[*stream]struct{}
+	conns   map[*trackedConn]struct{}
+}
+
+// Client is one named client's own front door to the proxy: a listener on
+// 127.0.0.1 that only it uses, so that everything arriving there is its.
+type Client struct {
+	Name string
+	// URL is the client's plain-HTTP endpoint, e.g. http://127.0.0.1:40123.
+	URL string
+
+	p      *Proxy
+	ln     net.Listener
+	server *http.Server
+	rp     *httputil.ReverseProxy
+	served chan struct{}
+}
+
+// Start prepares the upstream transport. Clients are added with Client.
+func (p *Proxy) Start() (retErr error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("proxy: Start called twice")
+	}
+	if p.Upstream == nil {
+		return errors.New("proxy: Upstream is required")
+	}
+	u, err := url.Parse(p.Upstream.Host)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("proxy: unable to parse upstream host %q: %v", p.Upstream.Host, err)
+	}
+	cfg := rest.CopyConfig(p.Upstream)
+	// A Dial of our own keeps this transport out of client-go's shared cache,
+	// and lets Stop close every upstream connection it made.
+	cfg.Dial = p.dial
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return fmt.Errorf("proxy: unable to build transport for %s: %w", p.Upstream.Host, err)
+	}
+	p.upstream, p.transport = u, rt
+	p.infos = &request.RequestInfoFactory{
+		APIPrefixes:          sets.NewString("api", "apis"),
+		GrouplessAPIPrefixes: sets.NewString("api"),
+	}
+	if p.MaxFrame <= 0 {
+		p.MaxFrame = DefaultMaxFrame
+	}
+	p.stopCtx, p.stopNow = context.WithCancel(context.Background())
+	p.clients = map[string]*Client{}
+	p.streams = map[*stream]struct{}{}
+	p.conns = map[*trackedConn]struct{}{}
+	p.started = true
+	return nil
+}
+
+// Client returns the named client's endpoint, creating its listener on first
+// use.
+func (p *Proxy) Client(name string) (*Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started || p.stopped {
+		return nil, fmt.Errorf("proxy: unable to add client %q: proxy not running", name)
+	}
+	if c, ok := p.clients[name]; ok {
+		return c, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy: unable to listen for client %q: %w", name, err)
+	}
+	c := &Client{Name: name, URL: "http://" + ln.Addr().String(), p: p, ln: ln, served: make(chan struct{})}
+	c.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(p.upstream)
+			pr.Out.Host = p.upstream.Host
+			if ex, _ := pr.In.Context().Value(exchangeKey{}).(*exchange); ex != nil && ex.info.Verb == "watch" {
+				// The apiserver gzips watch streams for clients that accept it,
+				// and the proxy must read the frames. Every client accepts an
+				// identity-encoded response, and Go's transport (which adds
+				// gzip on its own) passes it through.
+				pr.Out.Header.Del("Accept-Encoding")
+			}
+		},
+		ErrorLog:       log.New(logWriter{p.Log.V(1)}, "", 0),
+		Transport:      p.transport,
+		FlushInterval:  -1,
+		ModifyResponse: c.modifyResponse,
+		ErrorHandler:   c.errorHandler,
+	}
+	c.server = &http.Server{Handler: c, ReadHeaderTimeout: 30 * time.Second}
+	p.clients[name] = c
+	go func() {
+		defer close(c.served)
+		_ = c.server.Serve(ln)
+	}()
+	return c, nil
+}
+
+// Config returns a rest.Config for an in-process client: everything it sends
+// is this client's, and the proxy adds the upstream credentials.
+func (c *Client) Config() *rest.Config {
+	return &rest.Config{
+		Host:      c.URL,
+		QPS:       c.p.Upstream.QPS,
+		Burst:     c.p.Upstream.Burst,
+		UserAgent: "stalefuzz-" + c.Name,
+	}
+}
+
+// Kubeconfig returns a kubeconfig for an out-of-process client in any language.
+// It carries no credentials: the proxy adds them upstream.
+func (c *Client) Kubeconfig() ([]byte, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["stalefuzz"] = &clientcmdapi.Cluster{Server: c.URL}
+	cfg.AuthInfos[c.Name] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["stalefuzz"] = &clientcmdapi.Context{Cluster: "stalefuzz", AuthInfo: c.Name, Namespace: "default"}
+	cfg.CurrentContext = "stalefuzz"
+	b, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: unable to write kubeconfig for client %q: %w", c.Name, err)
+	}
+	return b, nil
+}
+
+// WriteKubeconfig writes Kubeconfig to path with mode 0600.
+func (c *Client) WriteKubeconfig(path string) error {
+	b, err := c.Kubeconfig()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("proxy: unable to write kubeconfig for client %q: %w", c.Name, err)
+	}
+	return nil
+}
+
+// SetRules atomically replaces the rules; windows are relative to mark. Events
+// already held keep the release time they were given on arrival.
+func (p *Proxy) SetRules(mark time.Time, rules ...Rule) error {
+	for i, r := range rules {
+		if err := r.validate(); err != nil {
+			return fmt.Errorf("proxy: rule %d (%v): %w", i, r, err)
+		}
+	}
+	p.rules.Store(&ruleSet{mark: mark, rules: append([]Rule(nil), rules...)})
+	return nil
+}
+
+// Trace is the log of every request and watch event through the proxy.
+func (p *Proxy) Trace() *trace.Log { return &p.trace }
+
+// Pending returns how many watch events are held or delayed right now, over
+// every stream.
+func (p *Proxy) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for s := range p.streams {
+		n += s.pending()
+	}
+	return n
+}
+
+// Stop closes every listener and stream and waits for every goroutine the
+// proxy started. It is idempotent.
+func (p *Proxy) Stop() error {
+	p.mu.Lock()
+	if !p.started || p.stopped {
+		p.mu.Unlock()
+		return nil
+	}
+	p.stopped = true
+	clients := make([]*Client, 0, len(p.clients))
+	for _, c := range p.clients {
+		clients = append(clients, c)
+	}
+	p.mu.Unlock()
+
+	p.stopNow() // cancels every upstream request, so every stream ends
+	var errs []error
+	for _, c := range clients {
+		if err := c.server.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("proxy: unable to close listener of client %q: %w", c.Name, err))
+		}
+		<-c.served
+	}
+	p.handlers.Wait()
+	utilnet.CloseIdleConnectionsFor(p.transport)
+	// An HTTP/2 connection may still be winding down its cancelled streams,
+	// so it is not idle yet: close it.
+	p.mu.Lock()
+	conns := make([]*trackedConn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// ClientNames lists the clients added so far, sorted.
+func (p *Proxy) ClientNames() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]string, 0, len(p.clients))
+	for n := range p.clients {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (p *Proxy) addStream(s *stream) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	p.streams[s] = struct{}{}
+	return true
+}
+
+func (p *Proxy) removeStream(s *stream) {
+	p.mu.Lock()
+	delete(p.streams, s)
+	p.mu.Unlock()
+}
+
+// logWriter adapts the ReverseProxy's log (a client going away mid-stream, a
+// stream closed by Stop) to the proxy's logr.Logger.
+type logWriter struct{ l logr.Logger }
+
+func (w logWriter) Write(b []byte) (int, error) {
+	w.l.Info(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// dial opens an upstream connection that Stop can close.
+func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, p: p}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		_ = c.Close()
+		return nil, errors.New("proxy: stopped")
+	}
+	p.conns[tc] = struct{}{}
+	return tc, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	p    *Proxy
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.p.mu.Lock()
+		delete(c.p.conns, c)
+		c.p.mu.Unlock()
+	})
+	return c.Conn.Close()
+}

@@ -1,0 +1,207 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Request is one request a client sent through the proxy.
+type Request struct {
+	Client      string    `json:"client"`
+	Verb        string    `json:"verb"` // get, list, watch, create, update, patch, delete, ... (apiserver RequestInfo verbs)
+	APIGroup    string    `json:"group,omitempty"`
+	Resource    string    `json:"resource,omitempty"`
+	Subresource string    `json:"subresource,omitempty"`
+	Namespace   string    `json:"namespace,omitempty"`
+	Name        string    `json:"name,omitempty"`
+	Path        string    `json:"path,omitempty"` // set for non-resource requests only
+	Start       time.Time `json:"start"`
+	// Latency is until the whole response was forwarded; for a watch, until its
+	// response headers arrived (the stream itself is recorded as Events).
+	Latency time.Duration `json:"latency"`
+	Code    int           `json:"code"`
+	// SentRV is the resourceVersion the request carried: the resourceVersion
+	// query parameter of a read, or metadata.resourceVersion of a write's body
+	// (a precondition). Empty on a write means it had no optimistic lock.
+	SentRV string `json:"sentRV,omitempty"`
+	// ReturnedRV is metadata.resourceVersion of the response object or list.
+	ReturnedRV string `json:"returnedRV,omitempty"`
+	// ContentType is the response's media type, for watches: it tells JSON
+	// from protobuf streams.
+	ContentType string `json:"contentType,omitempty"`
+}
+
+// Fate is what became of a watch event.
+type Fate string
+
+const (
+	Pending  Fate = "pending"  // held or delayed at the proxy, not yet released
+	Released Fate = "released" // handed to the client's connection
+	Dropped  Fate = "dropped"  // never forwarded (a Drop rule)
+	Aborted  Fate = "aborted"  // the stream ended while it was pending
+)
+
+// Event is one watch event the apiserver sent on a client's stream.
+type Event struct {
+	Client          string    `json:"client"`
+	Stream          uint64    `json:"stream"`   // identifies the watch request within the proxy's life
+	Resource        string    `json:"resource"` // of the watch request, e.g. "configmaps"
+	Type            string    `json:"type"`     // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR; "" for bytes passed through unparsed
+	Kind            string    `json:"kind,omitempty"`
+	Namespace       string    `json:"namespace,omitempty"`
+	Name            string    `json:"name,omitempty"`
+	ResourceVersion string    `json:"rv,omitempty"`
+	InitialEnd      bool      `json:"initialEventsEnd,omitempty"`
+	Arrived         time.Time `json:"arrived"`
+	Fate            Fate      `json:"fate"`
+	Released        time.Time `json:"released,omitzero"`
+	Rule            int       `json:"rule"` // index of the rule that decided its fate, -1 for none
+}
+
+// Entry is one line of the JSONL form: exactly one of Request and Event is set.
+type Entry struct {
+	Request *Request `json:"request,omitempty"`
+	Event   *Event   `json:"event,omitempty"`
+}
+
+// Trace is a snapshot of a Log.
+type Trace struct {
+	Requests []Request
+	Events   []Event
+}
+
+// Cursor marks a point in a Log; Since returns what was recorded after it.
+type Cursor struct {
+	gen              uint64
+	requests, events int
+}
+
+// Log records requests and events. The zero value is an empty log.
+type Log struct {
+	mu       sync.Mutex
+	gen      uint64
+	requests []Request
+	events   []Event
+}
+
+// EventID refers to a recorded event so that its fate can be updated.
+type EventID struct {
+	gen uint64
+	idx int
+}
+
+// AddRequest records r.
+func (l *Log) AddRequest(r Request) {
+	l.mu.Lock()
+	l.requests = append(l.requests, r)
+	l.mu.Unlock()
+}
+
+// AddEvent records e and returns a handle for SetFate.
+func (l *Log) AddEvent(e Event) EventID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+	return EventID{gen: l.gen, idx: len(l.events) - 1}
+}
+
+// SetFate records what became of an event. Updates to events recorded before
+// the last Reset are ignored.
+func (l *Log) SetFate(id EventID, f Fate, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if id.gen != l.gen || id.idx >= len(l.events) {
+		return
+	}
+	l.events[id.idx].Fate = f
+	if f == Released {
+		l.events[id.idx].Released = at
+	}
+}
+
+// Reset forgets everything recorded so far, so that a long campaign's memory
+// stays bounded. Cursors taken before it see an empty log.
+func (l *Log) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	l.requests, l.events = nil, nil
+}
+
+// Cursor returns the current end of the log.
+func (l *Log) Cursor() Cursor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Cursor{gen: l.gen, requests: len(l.requests), events: len(l.events)}
+}
+
+// Since returns a copy of what was recorded after c (everything, for the zero
+// Cursor or one from before a Reset).
+func (l *Log) Since(c Cursor) Trace {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.gen != l.gen {
+		c = Cursor{}
+	}
+	return Trace{
+		Requests: slices.Clone(l.requests[min(c.requests, len(l.requests)):]),
+		Events:   slices.Clone(l.events[min(c.events, len(l.events)):]),
+	}
+}
+
+// Entries merges requests (by Start) and events (by Arrived) in time order.
+func (t Trace) Entries() []Entry {
+	out := make([]Entry, 0, len(t.Requests)+len(t.Events))
+	for i := range t.Requests {
+		out = append(out, Entry{Request: &t.Requests[i]})
+	}
+	for i := range t.Events {
+		out = append(out, Entry{Event: &t.Events[i]})
+	}
+	slices.SortStableFunc(out, func(a, b Entry) int { return a.time().Compare(b.time()) })
+	return out
+}
+
+func (e Entry) time() time.Time {
+	if e.Request != nil {
+		return e.Request.Start
+	}
+	return e.Event.Arrived
+}
+
+// WriteJSONL writes t as one JSON Entry per line, in time order.
+func (t Trace) WriteJSONL(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	for _, e := range t.Entries() {
+		if err := enc.Encode(e); err != nil {
+			return fmt.Errorf("unable to write trace entry: %w", err)
+		}
+	}
+	return nil
+}
+
+// ReadJSONL reads what WriteJSONL wrote.
+func ReadJSONL(r io.Reader) (Trace, error) {
+	var t Trace
+	dec := json.NewDecoder(r)
+	for {
+		var e Entry
+		err := dec.Decode(&e)
+		if err == io.EOF {
+			return t, nil
+		}
+		if err != nil {
+			return t, fmt.Errorf("unable to read trace entry %d: %w", len(t.Requests)+len(t.Events)+1, err)
+		}
+		switch {
+		case e.Request != nil:
+			t.Requests = append(t.Requests, *e.Request)
+		case e.Event != nil:
+			t.Events = append(t.Events, *e.Event)
+		}
+	}
+}
