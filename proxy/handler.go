@@ -74,6 +74,9 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex.rec.Latency = time.Since(ex.rec.Start)
 	if ex.capture != nil {
 		ex.rec.ReturnedRV = ex.capture.resourceVersion()
+		if len(p.Fields) > 0 && ex.rec.Code/100 == 2 {
+			ex.rec.Fields = ex.capture.fields(p.Fields)
+		}
 	}
 	p.trace.AddRequest(ex.rec)
 }
@@ -188,6 +191,44 @@ func (b *captureBody) resourceVersion() string {
 		return ""
 	}
 	return bodyResourceVersion(b.buf.Bytes(), b.contentType)
+}
+
+// fields returns the JSON-encoded values at the dotted paths in a JSON object
+// body; nil if none is present or the body is not JSON.
+func (b *captureBody) fields(paths []string) map[string]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.over || b.encoded || !strings.Contains(b.contentType, "json") {
+		return nil
+	}
+	var obj map[string]any
+	if json.Unmarshal(b.buf.Bytes(), &obj) != nil {
+		return nil
+	}
+	var out map[string]string
+	for _, path := range paths {
+		var v any = obj
+		for _, k := range strings.Split(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[k]
+		}
+		if v == nil {
+			continue
+		}
+		enc, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[path] = string(enc)
+	}
+	return out
 }
 
 // bodyResourceVersion returns metadata.resourceVersion of an object or list

@@ -43,6 +43,11 @@ type Proxy struct {
 	// through, an upstream error). Zero: discarded.
 	Log logr.Logger
 
+	// Fields lists dotted JSON paths ("status.plan.id") whose values the trace
+	// records from each successful JSON object response (reads and writes), so
+	// that oracles can follow a value across writers. Zero: none.
+	Fields []string
+
 	// MaxFrame bounds the size of one watch event the proxy parses; a larger
 	// one makes the rest of its stream pass through undelayed. Zero:
 	// DefaultMaxFrame.
@@ -204,7 +209,7 @@ func (c *Client) WriteKubeconfig(path string) error {
 // already held keep the release time they were given on arrival.
 func (p *Proxy) SetRules(mark time.Time, rules ...Rule) error {
 	for i, r := range rules {
-		if err := r.validate(); err != nil {
+		if err := r.Validate(); err != nil {
 			return fmt.Errorf("proxy: rule %d (%v): %w", i, r, err)
 		}
 	}

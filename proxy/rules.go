@@ -86,7 +86,9 @@ func or(s, dflt string) string {
 	return s
 }
 
-func (r Rule) validate() error {
+// Validate reports whether the rule is well formed: a known action, no
+// negative durations, a non-empty window, and an end for Hold.
+func (r Rule) Validate() error {
 	switch {
 	case r.Action < Delay || r.Action > Drop:
 		return fmt.Errorf("unknown action %d", int(r.Action))

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -130,6 +131,14 @@ func (e *Environment) Start() (retErr error) {
 	}
 	e.Config = cfg
 	return nil
+}
+
+// InstalledCRDs returns the CRDs Start installed (from CRDs, paths included).
+func (e *Environment) InstalledCRDs() []*apiextensionsv1.CustomResourceDefinition {
+	if e.env == nil {
+		return nil
+	}
+	return e.env.CRDs
 }
 
 // shim writes an executable that records its PID for the reaper and then

@@ -30,6 +30,9 @@ type Request struct {
 	SentRV string `json:"sentRV,omitempty"`
 	// ReturnedRV is metadata.resourceVersion of the response object or list.
 	ReturnedRV string `json:"returnedRV,omitempty"`
+	// Fields holds the values of Proxy.Fields in the response object (absent
+	// paths are left out), JSON-encoded.
+	Fields map[string]string `json:"fields,omitempty"`
 	// ContentType is the response's media type, for watches: it tells JSON
 	// from protobuf streams.
 	ContentType string `json:"contentType,omitempty"`

@@ -1,0 +1,269 @@
+package fuzz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// Phase budgets of one execution. With the schedule bounds (lag over by
+// MaxLagEnd+MaxDelay) they sum to under Budget, so that an execution fits
+// go test -fuzz's 10 s limit by construction.
+const (
+	StartBudget  = 1000 * time.Millisecond
+	DriveBudget  = 300 * time.Millisecond
+	SettleBudget = 2000 * time.Millisecond // after the lag is over
+	StopBudget   = 700 * time.Millisecond
+	// Budget is the hard deadline of one execution; an overrun is a harness
+	// error, never a finding.
+	Budget = 8 * time.Second
+)
+
+// HarnessError is an execution that could not be judged: the scenario failed
+// to start, a controller died, the budget ran out. It is never a finding.
+type HarnessError struct{ Err error }
+
+func (e *HarnessError) Error() string {
+	return "stalefuzz harness error (not a finding): " + e.Err.Error()
+}
+func (e *HarnessError) Unwrap() error { return e.Err }
+
+func harness(format string, args ...any) error {
+	return &HarnessError{Err: fmt.Errorf(format, args...)}
+}
+
+// Env is what one process runs executions against: a control plane with the
+// scenario's CRDs and a proxy. Start it once per process, outside any
+// execution's clock.
+type Env struct {
+	s      Scenario
+	cp     *controlplane.Environment
+	proxy  *proxy.Proxy
+	direct client.Client
+	scheme *runtime.Scheme
+	seq    int
+	refs   map[string]map[string]any // knob settings → reference final state
+	slack  time.Duration             // budget multiplier: 10 while warming up, else 1
+}
+
+// NewEnv starts a control plane and a proxy for s.
+func NewEnv(s Scenario) (_ *Env, retErr error) {
+	if s.Start == nil || s.Drive == nil {
+		return nil, fmt.Errorf("scenario %q: Start and Drive are required", s.Name)
+	}
+	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}}
+	if e.scheme == nil {
+		e.scheme = clientgoscheme.Scheme
+	}
+	e.cp = &controlplane.Environment{CRDs: envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true}}
+	if err := e.cp.Start(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, e.Stop())
+		}
+	}()
+	e.proxy = &proxy.Proxy{Upstream: e.cp.Config, Fields: s.LostUpdates}
+	if err := e.proxy.Start(); err != nil {
+		return nil, err
+	}
+	var err error
+	if e.direct, err = client.New(e.cp.Config, client.Options{Scheme: e.scheme}); err != nil {
+		return nil, fmt.Errorf("unable to create direct client: %w", err)
+	}
+	if err := e.primeRESTMappings(); err != nil {
+		return nil, err
+	}
+	// A first execution pays for discovery, REST mappings and connections;
+	// it runs here, outside any execution's clock, with relaxed budgets.
+	e.slack = 10
+	if _, err := e.run(context.Background(), Schedule{Knobs: map[string]int{}}); err != nil {
+		return nil, fmt.Errorf("scenario %s: warm-up execution without lag: %w", s.Name, err)
+	}
+	e.slack = 1
+	return e, nil
+}
+
+// Stop stops the proxy and the control plane. It is idempotent.
+func (e *Env) Stop() error {
+	var errs []error
+	if e.proxy != nil {
+		errs = append(errs, e.proxy.Stop())
+	}
+	if e.cp != nil {
+		errs = append(errs, e.cp.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// Proxy is the proxy the executions run behind.
+func (e *Env) Proxy() *proxy.Proxy { return e.proxy }
+
+// Run executes the scenario once under sched: a fresh namespace, the
+// controllers started, the mark set with the lag windows, the workload driven,
+// the lag let run out, the run settled, the oracles checked, and everything
+// stopped. A non-nil error is a *HarnessError; violations are in the Result.
+func (e *Env) Run(ctx context.Context, sched Schedule) (*Result, error) {
+	res, err := e.run(ctx, sched)
+	if err != nil {
+		var h *HarnessError
+		if !errors.As(err, &h) {
+			err = &HarnessError{Err: err}
+		}
+		return res, err
+	}
+	if d := e.s.Differential; d != nil {
+		e.differential(ctx, res)
+	}
+	return res, nil
+}
+
+func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, Budget*e.slack)
+	defer cancel()
+
+	e.seq++
+	ns := fmt.Sprintf("%s-%d-%d", strings.ToLower(e.s.Name), os.Getpid(), e.seq)
+	if err := e.direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return nil, fmt.Errorf("unable to create namespace %q: %w", ns, err)
+	}
+	if err := e.proxy.SetRules(time.Now()); err != nil {
+		return nil, err
+	}
+	e.proxy.Trace().Reset()
+	dir, err := os.MkdirTemp("", "stalefuzz-exec-")
+	if err != nil {
+		return nil, fmt.Errorf("unable to create execution directory: %w", err)
+	}
+
+	xctx, xcancel := context.WithCancel(ctx)
+	x := &Exec{Namespace: ns, Schedule: sched, Direct: e.direct, env: e, dir: dir, ctx: xctx}
+	res = &Result{Scenario: e.s.Name, Namespace: ns, Schedule: sched}
+	defer func() {
+		xcancel()
+		if err := x.stop(StopBudget * e.slack); err != nil {
+			retErr = errors.Join(retErr, harness("stopping namespace %s: %w", ns, err))
+		}
+		if err := e.proxy.SetRules(time.Now()); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+		res.Elapsed = time.Since(start)
+	}()
+
+	sctx, scancel := context.WithTimeout(xctx, StartBudget*e.slack)
+	err = e.s.Start(sctx, x)
+	scancel()
+	if err != nil {
+		return res, harness("start controllers in %s: %w", ns, err)
+	}
+	x.mark = time.Now()
+	res.Mark = x.mark
+	rules := make([]proxy.Rule, 0, len(sched.Steps))
+	for _, st := range sched.Steps {
+		rules = append(rules, st.Rule(ns))
+	}
+	if err := e.proxy.SetRules(x.mark, rules...); err != nil {
+		return res, harness("set rules: %w", err)
+	}
+	dctx, dcancel := context.WithTimeout(xctx, DriveBudget*e.slack)
+	err = e.s.Drive(dctx, x)
+	dcancel()
+	if err != nil {
+		return res, harness("drive workload in %s: %w", ns, err)
+	}
+
+	lagEnd := x.mark.Add(sched.LagEnd())
+	res.Settled = e.settle(ctx, x, lagEnd, SettleBudget*e.slack)
+	if err := errors.Join(x.errs...); err != nil {
+		return res, harness("%w", err)
+	}
+	if ctx.Err() != nil {
+		return res, harness("execution in %s overran its %v budget", ns, Budget)
+	}
+	res.Trace = e.proxy.Trace().Since(trace.Cursor{})
+	e.check(ctx, x, res)
+	if ctx.Err() != nil {
+		return res, harness("execution in %s overran its %v budget while checking", ns, Budget)
+	}
+	return res, nil
+}
+
+// settle waits until the lag is over and then until, for the quiet period, no
+// client wrote and no event was held; false if that did not happen within
+// SettleBudget after the lag ended.
+func (e *Env) settle(ctx context.Context, x *Exec, lagEnd time.Time, budget time.Duration) bool {
+	quiet := e.s.Quiet
+	if quiet == 0 {
+		quiet = DefaultQuiet
+	}
+	deadline := lagEnd.Add(budget)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		if !now.Before(lagEnd) && e.proxy.Pending() == 0 {
+			last := lagEnd
+			for _, r := range e.proxy.Trace().Since(trace.Cursor{}).Requests {
+				if isWrite(r.Verb) {
+					if end := r.Start.Add(r.Latency); end.After(last) {
+						last = end
+					}
+				}
+			}
+			if now.Sub(last) >= quiet {
+				return true
+			}
+		}
+		if now.After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+func isWrite(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+// primeRESTMappings waits until the direct client can map every CRD's kind:
+// a freshly installed CRD takes a moment to appear in discovery, and that
+// moment must not fall inside an execution's budget.
+func (e *Env) primeRESTMappings() error {
+	for _, crd := range e.cp.InstalledCRDs() {
+		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			_, err := e.direct.RESTMapper().RESTMapping(gk)
+			return err == nil, nil
+		})
+		if err != nil {
+			return fmt.Errorf("scenario %s: kind %s never appeared in discovery: %w", e.s.Name, gk, err)
+		}
+	}
+	return nil
+}

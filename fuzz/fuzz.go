@@ -1,0 +1,241 @@
+package fuzz
+
+import (
+	"context"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stalefuzz/stalefuzz/fuzz/internal/signal"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// Decode turns any byte string into a valid schedule for s; it never fails.
+// See the layout on codec.decode.
+func (s Scenario) Decode(b []byte) Schedule { return s.codec(s.Space).decode(b) }
+
+// Encode is Decode's inverse for schedules Decode can produce, for writing
+// seeds by hand.
+func (s Scenario) Encode(sch Schedule) []byte { return s.codec(s.Space).encode(sch) }
+
+// Fuzz is the whole fuzz target for a scenario:
+//
+//	func FuzzMine(f *testing.F) { fuzz.Fuzz(f, myScenario) }
+//
+// It starts a control plane and proxy once per process that executes inputs
+// (never in go test -fuzz's coordinator, which executes none), outside the
+// 10 s per-input clock; decodes each input into a schedule; runs it; feeds the
+// trace's features to the fuzzer as coverage; and fails with a report, the
+// trace's path and the schedule when an oracle is violated. A harness error
+// (the execution could not be judged) fails a regression run, and is logged
+// and skipped while fuzzing so that it is never recorded as a finding.
+//
+// Findings' traces go to $STALEFUZZ_FINDINGS, default
+// $TMPDIR/stalefuzz-findings.
+func Fuzz(f *testing.F, s Scenario) {
+	f.Helper()
+	for _, seed := range s.Seeds {
+		f.Add(s.Encode(seed))
+	}
+	if isCoordinator(f.Name()) {
+		f.Fuzz(func(*testing.T, []byte) {})
+		return
+	}
+	env, err := NewEnv(s)
+	if err != nil {
+		f.Fatalf("scenario %s: %v", s.Name, err)
+	}
+	f.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			f.Errorf("scenario %s: %v", s.Name, err)
+		}
+	})
+	fuzzing := isFuzzing()
+	if fuzzing && s.Differential != nil {
+		env.prepareReferences(f)
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		sched := s.Decode(input)
+		res, err := env.Run(context.Background(), sched)
+		if err != nil {
+			if fuzzing {
+				logHarnessError(s.Name, sched, err)
+				t.Skip(err)
+			}
+			t.Fatalf("schedule %s: %v", sched, err)
+		}
+		signal.Hit(Features(res, s.Features))
+		if s.KnownBug != "" && !fuzzing && !strings.Contains(t.Name(), "/seed#") {
+			if len(res.Violations) == 0 {
+				t.Fatalf("corpus entry no longer reproduces the known bug (%s): schedule %s ran clean", s.KnownBug, sched)
+			}
+			t.Logf("reproduced the known bug (%s):\n%s", s.KnownBug, res.Report())
+			return
+		}
+		if len(res.Violations) == 0 {
+			return
+		}
+		name := fmt.Sprintf("%s-%x", s.Name, sha256.Sum256(input))[:len(s.Name)+13]
+		path, werr := res.WriteTrace(findingsDir(), name)
+		if werr != nil {
+			path = "(not written: " + werr.Error() + ")"
+		}
+		t.Fatalf("%s\ninput: %x\ntrace: %s\nreproduce: go test -run='%s/<corpus entry>' on the entry go test -fuzz saved in testdata/fuzz/%s/",
+			res.Report(), input, path, f.Name(), f.Name())
+	})
+}
+
+// prepareReferences runs the no-lag reference for every knob setting before
+// fuzzing, so that no execution pays for one inside its clock.
+func (e *Env) prepareReferences(f *testing.F) {
+	combos := []map[string]int{{}}
+	for _, k := range e.s.Knobs {
+		var next []map[string]int
+		for _, c := range combos {
+			for v := range max(1, k.Values) {
+				m := map[string]int{k.Name: v}
+				for kk, vv := range c {
+					m[kk] = vv
+				}
+				next = append(next, m)
+			}
+		}
+		combos = next
+	}
+	if len(combos) > 16 {
+		f.Logf("scenario %s: %d knob settings: differential references computed on first use", e.s.Name, len(combos))
+		return
+	}
+	for _, c := range combos {
+		if _, ok := e.reference(context.Background(), c); !ok {
+			f.Logf("scenario %s: the no-lag reference run for %v was not clean: differential off for it", e.s.Name, c)
+		}
+	}
+}
+
+// Features are the signal one execution gives the fuzzer: per client, write
+// verb × subresource × status code × precondition, consecutive write pairs,
+// bucketed 409 counts and event fates, the oracle phase reached, and the
+// scenario's own.
+func Features(res *Result, extra func(*Result) []string) []string {
+	var fs []string
+	conflicts := map[string]int{}
+	prev := ""
+	reqs := slices.Clone(res.Trace.Requests)
+	slices.SortStableFunc(reqs, func(a, b trace.Request) int { return a.Start.Compare(b.Start) })
+	for _, r := range reqs {
+		if !isWrite(r.Verb) {
+			continue
+		}
+		w := fmt.Sprintf("%s:%s:%s:%d:occ=%v", r.Client, r.Verb, r.Subresource, r.Code, r.SentRV != "")
+		fs = append(fs, "write|"+w)
+		if prev != "" {
+			fs = append(fs, "pair|"+prev+"|"+w)
+		}
+		prev = w
+		if r.Code == 409 {
+			conflicts[r.Client]++
+		}
+	}
+	for c, n := range conflicts {
+		fs = append(fs, fmt.Sprintf("409|%s|%d", c, bucket(n)))
+	}
+	fates := map[string]int{}
+	for _, ev := range res.Trace.Events {
+		if ev.Rule >= 0 {
+			fates[ev.Client+"|"+ev.Type+"|"+string(ev.Fate)]++
+		}
+	}
+	for k, n := range fates {
+		fs = append(fs, fmt.Sprintf("fate|%s|%d", k, bucket(n)))
+	}
+	fs = append(fs, fmt.Sprintf("phase|settled=%v|converged=%v", res.Settled, res.Converged))
+	for _, v := range res.Violations {
+		fs = append(fs, "violation|"+v.Oracle)
+	}
+	if extra != nil {
+		fs = append(fs, extra(res)...)
+	}
+	return fs
+}
+
+// bucket is 0, 1, 2, 3 for counts up to 3, then one bucket per power of two.
+func bucket(n int) int {
+	if n < 4 {
+		return n
+	}
+	return 2 + bits.Len(uint(n))
+}
+
+// isCoordinator reports whether this process is go test -fuzz's coordinator
+// for target name: it executes no inputs, so nothing must be started in it.
+func isCoordinator(name string) bool {
+	fz, worker := flagValue("test.fuzz"), flagValue("test.fuzzworker")
+	if fz == "" || worker == "true" {
+		return false
+	}
+	ok, err := regexp.MatchString(fz, name)
+	return err == nil && ok
+}
+
+func isFuzzing() bool { return flagValue("test.fuzzworker") == "true" }
+
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+func findingsDir() string {
+	if d := os.Getenv("STALEFUZZ_FINDINGS"); d != "" {
+		return d
+	}
+	return filepath.Join(os.TempDir(), "stalefuzz-findings")
+}
+
+// logHarnessError appends a harness error to harness-errors.log in the
+// findings directory: while fuzzing, a skipped input is otherwise invisible.
+func logHarnessError(scenario string, sched Schedule, err error) {
+	dir := findingsDir()
+	if os.MkdirAll(dir, 0o755) != nil {
+		return
+	}
+	f, ferr := os.OpenFile(filepath.Join(dir, "harness-errors.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if ferr != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s: schedule %s: %v\n", scenario, sched, err)
+}
+
+// ReadCorpusEntry reads a []byte input from a file go test -fuzz wrote
+// (testdata/fuzz/FuzzX/<id>), so that specs can replay a finding.
+func ReadCorpusEntry(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("unable to read corpus entry: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || lines[0] != "go test fuzz v1" {
+		return nil, fmt.Errorf("corpus entry %s: want a go test fuzz v1 file with one value", path)
+	}
+	lit, ok := strings.CutPrefix(lines[1], "[]byte(")
+	lit, ok2 := strings.CutSuffix(lit, ")")
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("corpus entry %s: want a []byte value, got %q", path, lines[1])
+	}
+	s, err := strconv.Unquote(lit)
+	if err != nil {
+		return nil, fmt.Errorf("corpus entry %s: %w", path, err)
+	}
+	return []byte(s), nil
+}

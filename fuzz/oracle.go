@@ -1,0 +1,217 @@
+package fuzz
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// check runs every oracle the scenario enables, recording violations in res.
+func (e *Env) check(ctx context.Context, x *Exec, res *Result) {
+	if c := e.s.Converge; c != nil {
+		e.convergence(ctx, x, c, res)
+	}
+	for _, path := range e.s.LostUpdates {
+		for _, msg := range lostUpdates(res.Trace, path) {
+			res.violate("lost-update", msg)
+		}
+	}
+	for _, c := range e.s.Checks {
+		if err := c.Fn(ctx, x, res.Trace); err != nil {
+			res.violate(c.Name, err.Error())
+		}
+	}
+}
+
+// convergence: every object of the kind has observedGeneration == generation
+// and Ready=True. Not converged after settling is "stuck"; not converged and
+// still writing when the settle budget ran out is "convergence".
+func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Result) {
+	ready := c.Ready
+	if ready == "" {
+		ready = "Ready"
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(c.GVK.GroupVersion().WithKind(c.GVK.Kind + "List"))
+	if err := e.direct.List(ctx, list, client.InNamespace(x.Namespace)); err != nil {
+		res.violate("convergence", fmt.Sprintf("unable to list %s in %s: %v", c.GVK.Kind, x.Namespace, err))
+		return
+	}
+	res.Converged = true
+	for _, o := range list.Items {
+		var problems []string
+		gen := o.GetGeneration()
+		og, found, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+		if !found || og != gen {
+			problems = append(problems, fmt.Sprintf("want observedGeneration %d, got %s", gen, orMissing(found, og)))
+		}
+		if st := conditionStatus(&o, ready); st != "True" {
+			problems = append(problems, fmt.Sprintf("want condition %s=True, got %s", ready, or(st, "none")))
+		}
+		if len(problems) == 0 {
+			continue
+		}
+		res.Converged = false
+		oracle, why := "stuck", "settled (lag over, no writes, nothing held) but not converged"
+		if !res.Settled {
+			oracle, why = "convergence", fmt.Sprintf("not converged %v after the lag ended, still writing", SettleBudget)
+		}
+		res.violate(oracle, fmt.Sprintf("%s %s/%s: %s: %s", c.GVK.Kind, o.GetNamespace(), o.GetName(), why, strings.Join(problems, "; ")))
+	}
+}
+
+func orMissing(found bool, v int64) string {
+	if !found {
+		return "none"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+func or(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
+}
+
+// conditionStatus returns status.conditions[type=t].status, or "".
+func conditionStatus(o *unstructured.Unstructured, t string) string {
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == t {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// lostUpdates finds acknowledged values of path that a later successful write
+// replaced although its writer's view of the object predated them: a value a
+// writer saw acknowledged, overwritten by a write based on a stale view.
+//
+// A client's view of an object at time t is the newest resourceVersion among
+// the watch events the proxy released to it and the reads it made (not its own
+// write responses: a controller acts on what its cache shows).
+func lostUpdates(tr trace.Trace, path string) []string {
+	type ack struct {
+		r  trace.Request
+		rv uint64
+		v  string
+	}
+	var writes []ack
+	for _, r := range tr.Requests {
+		v, ok := r.Fields[path]
+		rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64)
+		if ok && err == nil && isWrite(r.Verb) && r.Code/100 == 2 {
+			writes = append(writes, ack{r, rv, v})
+		}
+	}
+	slices.SortFunc(writes, func(a, b ack) int { return int(a.rv) - int(b.rv) })
+	var out []string
+	latest := map[string]ack{} // object → last acknowledged value
+	for _, w := range writes {
+		key := w.r.Namespace + "/" + w.r.Name
+		prev, seen := latest[key]
+		latest[key] = w
+		if !seen || prev.v == w.v {
+			continue
+		}
+		view := viewOf(tr, w.r.Client, w.r.Namespace, w.r.Name, w.r.Start)
+		if view >= prev.rv {
+			continue // the writer had seen the value it replaced
+		}
+		out = append(out, fmt.Sprintf(
+			"%s %s: %s=%s, acknowledged to %s at resourceVersion %d, was replaced by %s=%s from %s (%s %s, no precondition: %v), whose view was at resourceVersion %d",
+			w.r.Resource, key, path, prev.v, prev.r.Client, prev.rv, path, w.v, w.r.Client, w.r.Verb, w.r.Subresource, w.r.SentRV == "", view))
+	}
+	return out
+}
+
+// viewOf is the newest resourceVersion of ns/name that client had seen before t.
+func viewOf(tr trace.Trace, clientName, ns, name string, t interface{ UnixNano() int64 }) uint64 {
+	var view uint64
+	before := t.UnixNano()
+	for _, ev := range tr.Events {
+		if ev.Client == clientName && ev.Namespace == ns && ev.Name == name && ev.Fate == trace.Released && ev.Released.UnixNano() < before {
+			if rv, err := strconv.ParseUint(ev.ResourceVersion, 10, 64); err == nil {
+				view = max(view, rv)
+			}
+		}
+	}
+	for _, r := range tr.Requests {
+		if r.Client == clientName && r.Namespace == ns && r.Name == name && r.Verb == "get" && r.Code == 200 && r.Start.Add(r.Latency).UnixNano() < before {
+			if rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64); err == nil {
+				view = max(view, rv)
+			}
+		}
+	}
+	return view
+}
+
+// differential compares the final state with the no-lag reference run for
+// the same knob settings.
+func (e *Env) differential(ctx context.Context, res *Result) {
+	d := e.s.Differential
+	want, ok := e.reference(ctx, res.Schedule.Knobs)
+	if !ok {
+		return // no trustworthy reference: the other oracles speak for this run
+	}
+	got, err := e.snapshot(ctx, res.Namespace, d)
+	if err != nil {
+		res.violate("differential", err.Error())
+		return
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		res.violate("differential", fmt.Sprintf("final %s state differs from the no-lag reference run (-reference +this run):\n%s", d.GVK.Kind, diff))
+	}
+}
+
+// reference returns the final state of a no-lag run with these knobs,
+// running it on first need; false if that run was not clean.
+func (e *Env) reference(ctx context.Context, knobs map[string]int) (map[string]any, bool) {
+	key := fmt.Sprint(knobs)
+	if want, ok := e.refs[key]; ok {
+		return want, want != nil
+	}
+	e.refs[key] = nil
+	ref, err := e.run(ctx, Schedule{Knobs: knobs})
+	if err != nil || len(ref.Violations) > 0 {
+		return nil, false
+	}
+	want, err := e.snapshot(ctx, ref.Namespace, e.s.Differential)
+	if err != nil {
+		return nil, false
+	}
+	e.refs[key] = want
+	return want, true
+}
+
+// snapshot is the normalized final state of the differential's kind: objects
+// by name, without metadata and the ignored paths.
+func (e *Env) snapshot(ctx context.Context, ns string, d *Differential) (map[string]any, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(d.GVK.GroupVersion().WithKind(d.GVK.Kind + "List"))
+	if err := e.direct.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("unable to list %s in %s: %v", d.GVK.Kind, ns, err)
+	}
+	out := map[string]any{}
+	for _, o := range list.Items {
+		obj := o.DeepCopy().Object
+		delete(obj, "metadata")
+		for _, p := range d.Ignore {
+			unstructured.RemoveNestedField(obj, strings.Split(p, ".")...)
+		}
+		out[o.GetName()] = obj
+	}
+	return out, nil
+}

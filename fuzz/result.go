@@ -1,0 +1,143 @@
+package fuzz
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// Result is what one execution did and which oracles it violated.
+type Result struct {
+	Scenario   string
+	Namespace  string
+	Schedule   Schedule
+	Mark       time.Time
+	Elapsed    time.Duration
+	Settled    bool // lag over, then no writes and nothing held for the quiet period
+	Converged  bool // the Convergence oracle's objects converged
+	Trace      trace.Trace
+	Violations []Violation
+}
+
+// Violation is one oracle's verdict.
+type Violation struct {
+	Oracle  string
+	Message string
+}
+
+func (r *Result) violate(oracle, msg string) {
+	r.Violations = append(r.Violations, Violation{Oracle: oracle, Message: msg})
+}
+
+// Err is nil when no oracle was violated, else every violation, each naming
+// the schedule, the object and the field.
+func (r *Result) Err() error {
+	var errs []error
+	for _, v := range r.Violations {
+		errs = append(errs, fmt.Errorf("schedule %s: [%s] %s", r.Schedule, v.Oracle, v.Message))
+	}
+	return errors.Join(errs...)
+}
+
+// Report is a finding as a person reads it: the schedule, the violations and
+// a short timeline of lag windows, writes, 409s and held events.
+func (r *Result) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stalefuzz finding in scenario %s (namespace %s, %.2fs)\n", r.Scenario, r.Namespace, r.Elapsed.Seconds())
+	fmt.Fprintf(&b, "schedule: %s\n", r.Schedule)
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "violation [%s]: %s\n", v.Oracle, v.Message)
+	}
+	b.WriteString("timeline (t = seconds after the mark):\n")
+	for _, l := range r.Timeline(60) {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// Timeline lists, in time order, the lag windows, every write with its
+// precondition and answer, and every event the lag touched; at most max lines.
+func (r *Result) Timeline(max int) []string {
+	type line struct {
+		at  time.Duration
+		txt string
+	}
+	var ls []line
+	for _, st := range r.Schedule.Steps {
+		ls = append(ls, line{st.Start, "lag    " + st.String()})
+	}
+	for _, q := range r.Trace.Requests {
+		if !isWrite(q.Verb) {
+			continue
+		}
+		occ := "blind"
+		if q.SentRV != "" {
+			occ = "rv=" + q.SentRV
+		}
+		what := q.Resource + "/" + q.Name
+		if q.Subresource != "" {
+			what += "/" + q.Subresource
+		}
+		txt := fmt.Sprintf("write  %-18s %-6s %-34s %-9s -> %d", q.Client, q.Verb, what, occ, q.Code)
+		if q.ReturnedRV != "" {
+			txt += " rv=" + q.ReturnedRV
+		}
+		for _, k := range sortedKeys(q.Fields) {
+			txt += fmt.Sprintf(" %s=%s", k, q.Fields[k])
+		}
+		ls = append(ls, line{q.Start.Sub(r.Mark), txt})
+	}
+	for _, ev := range r.Trace.Events {
+		if ev.Rule < 0 {
+			continue
+		}
+		fate := string(ev.Fate)
+		if ev.Fate == trace.Released {
+			fate = fmt.Sprintf("held %.2fs", ev.Released.Sub(ev.Arrived).Seconds())
+		}
+		ls = append(ls, line{ev.Arrived.Sub(r.Mark), fmt.Sprintf("event  %-18s %-8s %s/%s rv=%s: %s", ev.Client, ev.Type, ev.Resource, ev.Name, ev.ResourceVersion, fate)})
+	}
+	slices.SortStableFunc(ls, func(a, b line) int { return int(a.at - b.at) })
+	out := make([]string, 0, len(ls))
+	for i, l := range ls {
+		if i == max {
+			out = append(out, fmt.Sprintf("... %d more (see the trace)", len(ls)-max))
+			break
+		}
+		out = append(out, fmt.Sprintf("%+7.3f  %s", l.at.Seconds(), l.txt))
+	}
+	return out
+}
+
+// WriteTrace writes the execution's trace as JSONL into dir (created if
+// needed) and returns the file's path.
+func (r *Result) WriteTrace(dir, name string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("unable to create findings directory %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, name+".jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("unable to create trace file: %w", err)
+	}
+	if err := r.Trace.WriteJSONL(f); err != nil {
+		f.Close()
+		return "", err
+	}
+	return path, f.Close()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

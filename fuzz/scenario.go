@@ -1,0 +1,120 @@
+package fuzz
+
+import (
+	"context"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// Scenario is everything the engine needs to run a controller under lag. It
+// is a plain value: a FuzzXxx target and a ginkgo spec consume the same one.
+type Scenario struct {
+	// Name names the scenario in namespaces, findings and file names.
+	Name string
+
+	// CRDs are installed once per process. Zero: none.
+	CRDs []*apiextensionsv1.CustomResourceDefinition
+
+	// CRDPaths are files or directories of CRD manifests, installed once per
+	// process. Zero: none.
+	CRDPaths []string
+
+	// Scheme holds the types the scenario's clients use. Zero: client-go's.
+	Scheme *runtime.Scheme
+
+	// Clients names the proxy clients the controllers use (one per
+	// controller or replica). Lag steps pick among them.
+	Clients []string
+
+	// Resources lists the plural resources lag steps pick among.
+	Resources []string
+
+	// Objects lists object names a lag step may be scoped to. Zero: steps
+	// always cover the whole namespace.
+	Objects []string
+
+	// Knobs are settings the fuzzer chooses besides lag. Zero: none.
+	Knobs []Knob
+
+	// Space says whether schedules may drop events. Zero: LagOnly.
+	Space Space
+
+	// Start starts the controllers of one execution and returns once they
+	// are running with synced caches. Everything it starts must be started
+	// through Exec.Go or Exec.Command, so that the engine stops it. Required.
+	Start func(ctx context.Context, x *Exec) error
+
+	// Drive performs the workload: creating objects, user actions. It runs
+	// right after the mark (t=0 of the lag windows) and must return quickly;
+	// later actions are scheduled with Exec.After. Required.
+	Drive func(ctx context.Context, x *Exec) error
+
+	// Converge, when set, is the convergence and stuck oracle for the
+	// objects of one kind in the execution's namespace.
+	Converge *Convergence
+
+	// LostUpdates lists dotted JSON paths ("status.plan.id") whose
+	// acknowledged values must never be replaced by a write whose writer had
+	// not seen them: the lost-update oracle. Zero: oracle off.
+	LostUpdates []string
+
+	// Differential, when set, compares each execution's final state with a
+	// no-lag reference run of the same knob settings.
+	Differential *Differential
+
+	// Checks are the scenario's own oracles, run after the execution
+	// settled. Zero: none.
+	Checks []Check
+
+	// Features adds scenario-specific signal from an execution's trace
+	// (e.g. the condition reasons an object passed through), so that new
+	// behaviour counts as new coverage. Zero: none.
+	Features func(res *Result) []string
+
+	// Quiet is how long no writes and no held events must last for the run
+	// to count as settled. Zero: DefaultQuiet.
+	Quiet time.Duration
+
+	// KnownBug, when set, says the scenario is a known-bad variant kept to
+	// show that the fuzzer finds its bug: while fuzzing, a violation is a
+	// finding as usual; in a regression run (plain go test), each committed
+	// corpus entry in testdata/fuzz must still reproduce a violation, or the
+	// test fails. Zero: no known bug.
+	KnownBug string
+
+	// Seeds are schedules every campaign starts from, besides the corpus in
+	// testdata. Zero: none.
+	Seeds []Schedule
+}
+
+// DefaultQuiet is Scenario.Quiet's default.
+const DefaultQuiet = 300 * time.Millisecond
+
+// Convergence says which objects must converge: every object of GVK in the
+// namespace reaches status.observedGeneration == metadata.generation and
+// condition Ready=True once the lag is over.
+type Convergence struct {
+	GVK schema.GroupVersionKind
+	// Ready is the condition type that must be True. Zero: "Ready".
+	Ready string
+}
+
+// Differential compares the final state of the objects of GVK with the
+// reference run's, ignoring metadata and the Ignore paths (dotted, e.g.
+// "status.plan.id", "status.conditions").
+type Differential struct {
+	GVK    schema.GroupVersionKind
+	Ignore []string
+}
+
+// Check is a scenario's own oracle: it returns an error naming the object and
+// field when the execution violated it.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context, x *Exec, tr trace.Trace) error
+}

@@ -1,0 +1,115 @@
+package fuzz
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/stalefuzz/stalefuzz/proxy"
+)
+
+var testScenario = Scenario{
+	Name:      "codec",
+	Clients:   []string{"replica-0", "replica-1"},
+	Resources: []string{"rollouts", "configmaps"},
+	Objects:   []string{"a", "b", "c"},
+	Knobs:     []Knob{{Name: "replicas", Values: 2}, {Name: "at", Values: 5}},
+}
+
+// FuzzDecode checks that decoding is total and bounded and that Encode is its
+// inverse on what it produces.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 3, 0, 0x11, 40, 200, 1})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, space := range []Space{LagOnly, LagAndLoss} {
+			s := testScenario
+			s.Space = space
+			sch := s.Decode(b)
+			checkBounds(t, s, sch)
+			if again := s.Decode(s.Encode(sch)); !reflect.DeepEqual(again, sch) {
+				t.Fatalf("Decode(Encode(%s)) = %s", sch, again)
+			}
+		}
+	})
+}
+
+func checkBounds(t *testing.T, s Scenario, sch Schedule) {
+	t.Helper()
+	if len(sch.Steps) > MaxSteps {
+		t.Fatalf("%d steps > MaxSteps", len(sch.Steps))
+	}
+	for _, k := range s.Knobs {
+		if v, ok := sch.Knobs[k.Name]; !ok || v < 0 || v >= k.Values {
+			t.Fatalf("knob %s = %d (present %v) outside [0,%d)", k.Name, v, ok, k.Values)
+		}
+	}
+	for _, st := range sch.Steps {
+		if st.Start < 0 || st.Start > MaxStart || st.Length < 0 || st.End() > MaxLagEnd || st.Delay < 0 || st.Delay > MaxDelay {
+			t.Fatalf("step out of bounds: %s", st)
+		}
+		if err := st.Rule("ns").Validate(); err != nil {
+			t.Fatalf("step %s gives an invalid rule: %v", st, err)
+		}
+		if st.Action == proxy.Drop && s.Space == LagOnly {
+			t.Fatalf("LagOnly schedule drops: %s", st)
+		}
+	}
+	if sch.LagEnd() > MaxLagEnd+MaxDelay {
+		t.Fatalf("lag ends at %v", sch.LagEnd())
+	}
+}
+
+func TestDecodeLayout(t *testing.T) {
+	s := testScenario
+	s.Space = LagAndLoss
+	got := s.Decode([]byte{1, 7, 0x21, 0x21, 255, 255, 2, 0, 0, 0})
+	want := Schedule{
+		Knobs: map[string]int{"replicas": 1, "at": 2},
+		Steps: []Step{{Client: "replica-1", Resource: "configmaps", Object: "b", Types: []string{"MODIFIED"}, Start: MaxStart, Length: MaxLagEnd - MaxStart, Action: proxy.Drop}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	if got := s.Decode(nil); len(got.Steps) != 0 || got.Knobs["replicas"] != 0 {
+		t.Errorf("empty input: %s, want knobs 0 and no lag", got)
+	}
+	// One mutated byte changes one field of one step.
+	base := []byte{0, 0, 0, 0, 10, 10, 0, 1, 0, 20, 20, 1}
+	a, b := s.Decode(base), s.Decode(append([]byte{}, base...))
+	b2 := append([]byte{}, base...)
+	b2[9]++ // start of the second step
+	b = s.Decode(b2)
+	if !reflect.DeepEqual(a.Steps[0], b.Steps[0]) || a.Steps[1].Start == b.Steps[1].Start || a.Steps[1].Length != b.Steps[1].Length {
+		t.Errorf("mutating one byte changed more than one field:\n%s\n%s", a, b)
+	}
+	if s := got.String(); s == "" {
+		t.Error("empty String")
+	}
+}
+
+func TestEncodeHandWritten(t *testing.T) {
+	s := testScenario
+	want := Schedule{
+		Knobs: map[string]int{"replicas": 0, "at": 3},
+		Steps: []Step{{Client: "replica-0", Resource: "rollouts", Start: quad(80, 0, MaxStart), Length: quad(120, MinLength, MaxLength), Action: proxy.Hold}},
+	}
+	if got := s.Decode(s.Encode(want)); !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip: got %s, want %s", got, want)
+	}
+	if got := want.String(); got != "at=3; replicas=0; t+0.15s–0.63s hold rollouts for replica-0" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
+func TestDecodeRandomBounds(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		b := make([]byte, r.IntN(64))
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		checkBounds(t, testScenario, testScenario.Decode(b))
+	}
+}

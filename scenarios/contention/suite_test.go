@@ -1,0 +1,140 @@
+package contention_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/scenarios/contention"
+)
+
+func TestContention(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "contention")
+}
+
+var blind, optimistic *fuzz.Env
+
+var _ = BeforeSuite(func() {
+	var err error
+	blind, err = fuzz.NewEnv(contention.Scenario(contention.Blind))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(blind.Stop)
+	optimistic, err = fuzz.NewEnv(contention.Scenario(contention.Optimistic))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(optimistic.Stop)
+})
+
+// holdOwnWrites is one replica whose cache does not show its own plan write
+// for a second: its next reconcile still sees status.plan empty.
+var holdOwnWrites = fuzz.Schedule{
+	Knobs: map[string]int{"replicas": 0},
+	Steps: []fuzz.Step{{Client: contention.Replica(0), Resource: "rollouts", Types: []string{"MODIFIED"}, Start: 0, Length: time.Second, Action: proxy.Hold}},
+}
+
+// seeds are the hand-written schedules: no lag, both replica counts, and
+// lag on each replica.
+var seeds = []fuzz.Schedule{
+	{Knobs: map[string]int{"replicas": 0}},
+	{Knobs: map[string]int{"replicas": 1}},
+	holdOwnWrites,
+	{Knobs: map[string]int{"replicas": 1}, Steps: []fuzz.Step{{Client: contention.Replica(1), Resource: "rollouts", Start: 0, Length: 800 * time.Millisecond, Action: proxy.Hold}}},
+	{Knobs: map[string]int{"replicas": 1}, Steps: []fuzz.Step{
+		{Client: contention.Replica(0), Resource: "rollouts", Start: 0, Length: 500 * time.Millisecond, Action: proxy.Delay, Delay: 300 * time.Millisecond},
+		{Client: contention.Replica(1), Resource: "rollouts", Start: 100 * time.Millisecond, Length: time.Second, Action: proxy.Hold},
+	}},
+}
+
+func run(env *fuzz.Env, s fuzz.Schedule) *fuzz.Result {
+	GinkgoHelper()
+	res, err := env.Run(context.Background(), s)
+	Expect(err).NotTo(HaveOccurred(), "schedule %s", s)
+	return res
+}
+
+func conflicts(res *fuzz.Result) int {
+	n := 0
+	for _, r := range res.Trace.Requests {
+		if r.Code == 409 {
+			n++
+		}
+	}
+	return n
+}
+
+var _ = Describe("contention with MergeFromWithOptimisticLock", func() {
+	It("never replaces a plan, over the seed schedules and 200 random ones", func() {
+		scenario := contention.Scenario(contention.Optimistic)
+		rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 3))
+		schedules := append([]fuzz.Schedule{}, seeds...)
+		for range 200 {
+			b := make([]byte, 1+rng.IntN(16))
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			schedules = append(schedules, scenario.Decode(b))
+		}
+		total409 := 0
+		for _, s := range schedules {
+			res := run(optimistic, s)
+			Expect(res.Err()).NotTo(HaveOccurred(), res.Report())
+			total409 += conflicts(res)
+		}
+		By(fmt.Sprintf("%d schedules, %d genuine 409s from the apiserver", len(schedules), total409))
+		Expect(total409).To(BeNumerically(">", 0), "contention must actually have happened for the invariant to mean something")
+	})
+
+	It("meets a 409 where the blind patch loses the plan, and converges once the lag ends", func() {
+		res := run(optimistic, holdOwnWrites)
+		Expect(res.Err()).NotTo(HaveOccurred(), res.Report())
+		Expect(conflicts(res)).To(BeNumerically(">", 0), res.Report())
+	})
+})
+
+var _ = Describe("contention with a blind MergeFrom patch", func() {
+	It("loses the plan under a fixed schedule, at least 19 times in 20", func() {
+		lost := 0
+		var last *fuzz.Result
+		for range 20 {
+			res := run(blind, holdOwnWrites)
+			for _, v := range res.Violations {
+				if v.Oracle == "lost-update" {
+					lost++
+					last = res
+					break
+				}
+			}
+		}
+		Expect(lost).To(BeNumerically(">=", 19), "schedule %s reproduced the lost plan %d/20 times", holdOwnWrites, lost)
+		GinkgoWriter.Println(last.Report())
+		Expect(last.Violations).To(ContainElement(HaveField("Oracle", "plan-kept")))
+	})
+
+	It("reproduces the lost plan from each committed fuzz finding, at least 19 times in 20", func() {
+		entries, err := filepath.Glob("testdata/fuzz/FuzzContentionBlind/*")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(entries).NotTo(BeEmpty(), "FuzzContentionBlind's finding must be committed as a regression input")
+		scenario := contention.Scenario(contention.Blind)
+		for _, path := range entries {
+			input, err := fuzz.ReadCorpusEntry(path)
+			Expect(err).NotTo(HaveOccurred())
+			sched := scenario.Decode(input)
+			lost := 0
+			for range 20 {
+				if res := run(blind, sched); res.Err() != nil {
+					lost++
+				}
+			}
+			By(fmt.Sprintf("%s (%s): %d/20", path, sched, lost))
+			Expect(lost).To(BeNumerically(">=", 19), "%s: schedule %s reproduced the lost plan %d/20 times", path, sched, lost)
+		}
+	})
+})
