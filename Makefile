@@ -2,15 +2,21 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 
-.PHONY: help assets test bench lint
+.PHONY: help assets source-controller deps test bench lint
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 assets: ## build kube-apiserver and etcd from Go modules into the envtest store (idempotent; ~7 min cold)
 	@hack/assets.sh >/dev/null
 
-test: assets ## run every test, against a real apiserver
-	$(GO) test -count=1 ./...
+source-controller: ## build FluxCD source-controller v1.9.3 and its CRDs from Go modules (idempotent; ~5 min cold)
+	@hack/source-controller.sh >/dev/null
+
+deps: ## install the system packages the tests need (git)
+	@hack/deps.sh
+
+test: deps assets source-controller ## run every test, against a real apiserver (installs what it needs first)
+	$(GO) test -count=1 -timeout=30m ./...
 
 bench: assets ## print the proxy's throughput and latency figures against a direct connection
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/
@@ -19,6 +25,19 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-.PHONY: demo
-demo: assets ## main job until the fuzz engine lands: a stale cache behind the proxy meets a real 409
+.PHONY: demo fuzz fuzz-contention fuzz-figures
+demo: assets ## a stale cache behind the proxy meets a real 409, in one small example
 	$(GO) test -count=1 -run='^Example_staleWrite$$' -v ./proxy/
+
+FUZZTIME ?= 3m
+fuzz: deps assets source-controller ## main job: the FluxCD campaign, FUZZTIME (default 3m) per schedule space, from an empty corpus; prints findings and figures
+	@hack/fuzz.sh FuzzFluxGitRepository ./scenarios/fluxcd/ $(FUZZTIME)
+	@hack/fuzz.sh FuzzFluxGitRepositoryLoss ./scenarios/fluxcd/ $(FUZZTIME)
+
+fuzz-contention: assets ## a bounded campaign (FUZZTIME) on the contention scenario's blind variant; prints the finding
+	@hack/fuzz.sh FuzzContentionBlind ./scenarios/contention/ $(FUZZTIME)
+
+fuzz-figures: deps assets source-controller ## median time-to-finding from an empty corpus (5 runs) and execs/min, per target
+	@hack/fuzz-figures.sh FuzzContentionBlind ./scenarios/contention/ 5 120s
+	@hack/fuzz.sh FuzzContentionOptimistic ./scenarios/contention/ 3m
+	@hack/fuzz-figures.sh FuzzFluxGitRepositoryLoss ./scenarios/fluxcd/ 5 5m

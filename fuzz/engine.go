@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,8 +23,8 @@ import (
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
-// Phase budgets of one execution. With the schedule bounds (lag over by
-// MaxLagEnd+MaxDelay) they sum to under Budget, so that an execution fits
+// Phase budgets of one execution. With a scenario's Bounds (lag over by
+// MaxLagEnd+MaxDelay) they sum to at most Budget, so that an execution fits
 // go test -fuzz's 10 s limit by construction.
 const (
 	StartBudget  = 1000 * time.Millisecond
@@ -60,12 +61,18 @@ type Env struct {
 	seq    int
 	refs   map[string]map[string]any // knob settings → reference final state
 	slack  time.Duration             // budget multiplier: 10 while warming up, else 1
+
+	fixture any
+	cleanup func() error
 }
 
 // NewEnv starts a control plane and a proxy for s.
 func NewEnv(s Scenario) (_ *Env, retErr error) {
 	if s.Start == nil || s.Drive == nil {
 		return nil, fmt.Errorf("scenario %q: Start and Drive are required", s.Name)
+	}
+	if err := s.Bounds.orDefault().fits(); err != nil {
+		return nil, fmt.Errorf("scenario %q: %w", s.Name, err)
 	}
 	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}}
 	if e.scheme == nil {
@@ -80,7 +87,7 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 			retErr = errors.Join(retErr, e.Stop())
 		}
 	}()
-	e.proxy = &proxy.Proxy{Upstream: e.cp.Config, Fields: s.LostUpdates}
+	e.proxy = &proxy.Proxy{Upstream: e.cp.Config, Fields: append(slices.Clone(s.LostUpdates), s.Fields...)}
 	if err := e.proxy.Start(); err != nil {
 		return nil, err
 	}
@@ -90,6 +97,11 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 	}
 	if err := e.primeRESTMappings(); err != nil {
 		return nil, err
+	}
+	if s.Setup != nil {
+		if e.fixture, e.cleanup, err = s.Setup(context.Background()); err != nil {
+			return nil, fmt.Errorf("scenario %s: setup: %w", s.Name, err)
+		}
 	}
 	// A first execution pays for discovery, REST mappings and connections;
 	// it runs here, outside any execution's clock, with relaxed budgets.
@@ -104,12 +116,17 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 // Stop stops the proxy and the control plane. It is idempotent.
 func (e *Env) Stop() error {
 	var errs []error
+	if e.cleanup != nil {
+		errs = append(errs, e.cleanup())
+		e.cleanup = nil
+	}
 	if e.proxy != nil {
 		errs = append(errs, e.proxy.Stop())
 	}
 	if e.cp != nil {
 		errs = append(errs, e.cp.Stop())
 	}
+	// Both Stops are idempotent, so Stop is too.
 	return errors.Join(errs...)
 }
 
@@ -192,7 +209,7 @@ func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr erro
 
 	lagEnd := x.mark.Add(sched.LagEnd())
 	res.Settled = e.settle(ctx, x, lagEnd, SettleBudget*e.slack)
-	if err := errors.Join(x.errs...); err != nil {
+	if err := x.err(); err != nil {
 		return res, harness("%w", err)
 	}
 	if ctx.Err() != nil {

@@ -2,15 +2,18 @@ package fuzz
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -18,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
 // Exec is one execution: a fresh namespace, the schedule, and what the
@@ -64,6 +69,31 @@ func (x *Exec) Kubeconfig(clientName string) (string, error) {
 	}
 	path := filepath.Join(x.dir, clientName+".kubeconfig")
 	return path, c.WriteKubeconfig(path)
+}
+
+// Fixture is what Scenario.Setup returned for this process.
+func (x *Exec) Fixture() any { return x.env.fixture }
+
+// WaitForWatch waits until the named client's watch of resource has delivered
+// its initial events (the WatchList bookmark k8s.io/initial-events-end was
+// released to it): the moment an out-of-process controller's cache has
+// synced, seen from the proxy.
+func (x *Exec) WaitForWatch(ctx context.Context, clientName, resource string) error {
+	err := wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+		if err := x.err(); err != nil {
+			return false, err // a controller already died
+		}
+		for _, ev := range x.env.proxy.Trace().Since(trace.Cursor{}).Events {
+			if ev.Client == clientName && ev.Resource == resource && ev.InitialEnd && ev.Fate == trace.Released {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s never synced its %s watch: %w", clientName, resource, err)
+	}
+	return nil
 }
 
 // Dir is a directory private to this execution, removed after it.
@@ -123,6 +153,12 @@ func (x *Exec) Command(name string, cmd *exec.Cmd) error {
 	return nil
 }
 
+func (x *Exec) err() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return errors.Join(x.errs...)
+}
+
 func (x *Exec) fail(err error) {
 	x.mu.Lock()
 	x.errs = append(x.errs, err)
@@ -153,14 +189,15 @@ func (x *Exec) stop(budget time.Duration) error {
 
 // StartManager runs a controller-runtime manager as the named client, with its
 // cache scoped to the execution's namespace, no leader election, no metrics
-// or health endpoints. setup registers the scenario's reconcilers and creates
-// the informers they use (mgr.GetCache().GetInformer); StartManager returns
-// once those have synced, so that lag windows meet a running controller.
+// or health endpoints. setup registers the scenario's reconcilers; StartManager
+// returns once a controller's workers run (its sources have synced), so that
+// the workload and the lag windows meet a running controller.
 func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(manager.Manager) error) error {
 	cfg, err := x.Config(clientName)
 	if err != nil {
 		return err
 	}
+	started := &workerStarts{n: new(atomic.Int32)}
 	mgr, err := manager.New(cfg, manager.Options{
 		Scheme:                 x.env.scheme,
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{x.Namespace: {}}},
@@ -168,7 +205,7 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Logger:                 logr.Discard(),
+		Logger:                 logr.New(started),
 	})
 	if err != nil {
 		return fmt.Errorf("unable to create manager for %s: %w", clientName, err)
@@ -177,8 +214,28 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 		return fmt.Errorf("unable to set up manager for %s: %w", clientName, err)
 	}
 	x.Go("manager "+clientName, mgr.Start)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return fmt.Errorf("cache of %s did not sync: %w", clientName, ctx.Err())
+	// A controller starts its workers only after its sources synced, and
+	// says so in its log: that is the moment it reacts to the workload.
+	err = wait.PollUntilContextCancel(ctx, 2*time.Millisecond, true, func(context.Context) (bool, error) {
+		return started.n.Load() > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("controllers of %s did not start their workers: %w", clientName, err)
 	}
 	return nil
 }
+
+// workerStarts is a log sink that counts controller-runtime's "Starting
+// workers" messages and discards everything else.
+type workerStarts struct{ n *atomic.Int32 }
+
+func (w *workerStarts) Init(logr.RuntimeInfo)  {}
+func (w *workerStarts) Enabled(level int) bool { return level == 0 }
+func (w *workerStarts) Info(_ int, msg string, _ ...any) {
+	if msg == "Starting workers" {
+		w.n.Add(1)
+	}
+}
+func (w *workerStarts) Error(error, string, ...any)    {}
+func (w *workerStarts) WithValues(...any) logr.LogSink { return w }
+func (w *workerStarts) WithName(string) logr.LogSink   { return w }

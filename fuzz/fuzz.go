@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stalefuzz/stalefuzz/fuzz/internal/signal"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
@@ -62,10 +63,17 @@ func Fuzz(f *testing.F, s Scenario) {
 	if fuzzing && s.Differential != nil {
 		env.prepareReferences(f)
 	}
+	var execs, harnessErrs int
+	began := time.Now()
+	if fuzzing {
+		f.Cleanup(func() { logStats(s.Name, execs, harnessErrs, time.Since(began)) })
+	}
 	f.Fuzz(func(t *testing.T, input []byte) {
 		sched := s.Decode(input)
 		res, err := env.Run(context.Background(), sched)
+		execs++
 		if err != nil {
+			harnessErrs++
 			if fuzzing {
 				logHarnessError(s.Name, sched, err)
 				t.Skip(err)
@@ -202,19 +210,31 @@ func findingsDir() string {
 	return filepath.Join(os.TempDir(), "stalefuzz-findings")
 }
 
+// logStats appends one worker's execution rate to stats.log in the findings
+// directory: go test -fuzz's own count leaves out the executions it spends
+// minimizing.
+func logStats(scenario string, execs, harnessErrs int, d time.Duration) {
+	appendLine("stats.log", fmt.Sprintf("%s: worker %d: %d executions (%d harness errors) in %.0fs: %.1f executions/min",
+		scenario, os.Getpid(), execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes()))
+}
+
 // logHarnessError appends a harness error to harness-errors.log in the
 // findings directory: while fuzzing, a skipped input is otherwise invisible.
 func logHarnessError(scenario string, sched Schedule, err error) {
+	appendLine("harness-errors.log", fmt.Sprintf("%s: schedule %s: %v", scenario, sched, err))
+}
+
+func appendLine(name, line string) {
 	dir := findingsDir()
 	if os.MkdirAll(dir, 0o755) != nil {
 		return
 	}
-	f, ferr := os.OpenFile(filepath.Join(dir, "harness-errors.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if ferr != nil {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "%s: schedule %s: %v\n", scenario, sched, err)
+	fmt.Fprintln(f, line)
 }
 
 // ReadCorpusEntry reads a []byte input from a file go test -fuzz wrote

@@ -49,7 +49,11 @@ func (r *Result) Err() error {
 // a short timeline of lag windows, writes, 409s and held events.
 func (r *Result) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "stalefuzz finding in scenario %s (namespace %s, %.2fs)\n", r.Scenario, r.Namespace, r.Elapsed.Seconds())
+	what := "finding"
+	if len(r.Violations) == 0 {
+		what = "execution (no violation)"
+	}
+	fmt.Fprintf(&b, "stalefuzz %s in scenario %s (namespace %s, %.2fs)\n", what, r.Scenario, r.Namespace, r.Elapsed.Seconds())
 	fmt.Fprintf(&b, "schedule: %s\n", r.Schedule)
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "violation [%s]: %s\n", v.Oracle, v.Message)
@@ -89,7 +93,11 @@ func (r *Result) Timeline(max int) []string {
 			txt += " rv=" + q.ReturnedRV
 		}
 		for _, k := range sortedKeys(q.Fields) {
-			txt += fmt.Sprintf(" %s=%s", k, q.Fields[k])
+			v := q.Fields[k]
+			if len(v) > 60 {
+				v = v[:57] + "..."
+			}
+			txt += fmt.Sprintf(" %s=%s", k, v)
 		}
 		ls = append(ls, line{q.Start.Sub(r.Mark), txt})
 	}

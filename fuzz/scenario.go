@@ -44,6 +44,19 @@ type Scenario struct {
 	// Space says whether schedules may drop events. Zero: LagOnly.
 	Space Space
 
+	// Bounds limit the lag windows. Zero: DefaultBounds.
+	Bounds Bounds
+
+	// Fields are dotted JSON paths the trace records from every JSON
+	// response (besides LostUpdates'), for Features and the timeline. Zero:
+	// none.
+	Fields []string
+
+	// Setup prepares what every execution of a process shares (a git server,
+	// say) once, before the warm-up run, outside any execution's clock; its
+	// value is Exec.Fixture, and cleanup runs at Env.Stop. Zero: nothing.
+	Setup func(ctx context.Context) (fixture any, cleanup func() error, err error)
+
 	// Start starts the controllers of one execution and returns once they
 	// are running with synced caches. Everything it starts must be started
 	// through Exec.Go or Exec.Command, so that the engine stops it. Required.

@@ -9,25 +9,53 @@ import (
 	"github.com/stalefuzz/stalefuzz/proxy"
 )
 
-// Bounds of a decoded schedule. Together with the engine's phase budgets they
-// make every execution finish within Budget by construction.
 const (
 	// MaxSteps is the most lag windows a schedule has; input beyond them is
 	// ignored.
 	MaxSteps = 6
-	// MaxStart is the latest a lag window starts, after the mark.
-	MaxStart = 1500 * time.Millisecond
-	// MinLength and MaxLength bound a window's length.
+	// MinLength is the shortest lag window.
 	MinLength = 50 * time.Millisecond
-	MaxLength = 2000 * time.Millisecond
-	// MaxLagEnd is the latest any window ends: longer windows are cut there.
-	MaxLagEnd = 2500 * time.Millisecond
-	// MaxDelay bounds a Delay step's per-event delay, so every event has been
-	// released by MaxLagEnd+MaxDelay.
-	MaxDelay = 1000 * time.Millisecond
 	// stepBytes is the width of one step record.
 	stepBytes = 5
 )
+
+// Bounds limit a scenario's lag windows. Together with the engine's phase
+// budgets they make every execution finish within Budget by construction:
+// NewEnv refuses bounds that do not fit. Durations decode as fractions of
+// these bounds, so changing a scenario's bounds rescales its corpus.
+type Bounds struct {
+	// MaxStart is the latest a lag window starts, after the mark.
+	MaxStart time.Duration
+	// MaxLength is the longest window.
+	MaxLength time.Duration
+	// MaxLagEnd is the latest any window ends: longer windows are cut there.
+	MaxLagEnd time.Duration
+	// MaxDelay bounds a Delay step's per-event delay, so every event has been
+	// released by MaxLagEnd+MaxDelay.
+	MaxDelay time.Duration
+}
+
+// DefaultBounds are Scenario.Bounds' zero value.
+var DefaultBounds = Bounds{MaxStart: 1500 * time.Millisecond, MaxLength: 2000 * time.Millisecond, MaxLagEnd: 2500 * time.Millisecond, MaxDelay: 1000 * time.Millisecond}
+
+func (b Bounds) orDefault() Bounds {
+	if b == (Bounds{}) {
+		return DefaultBounds
+	}
+	return b
+}
+
+// fits reports whether an execution under these bounds, with the phase
+// budgets, finishes within Budget.
+func (b Bounds) fits() error {
+	if b.MaxStart <= 0 || b.MaxLength < MinLength || b.MaxLagEnd <= b.MaxStart || b.MaxDelay < 0 {
+		return fmt.Errorf("bounds %+v: want 0 < MaxStart < MaxLagEnd, MaxLength >= %v, MaxDelay >= 0", b, MinLength)
+	}
+	if total := StartBudget + DriveBudget + b.MaxLagEnd + b.MaxDelay + SettleBudget + StopBudget; total > Budget {
+		return fmt.Errorf("bounds %+v: an execution could take %v, over the %v budget", b, total, Budget)
+	}
+	return nil
+}
 
 // Space is the set of actions a schedule may use.
 type Space int
@@ -53,6 +81,10 @@ type Step struct {
 	Length   time.Duration
 	Action   proxy.Action
 	Delay    time.Duration // for proxy.Delay
+	// After lets the first After matching events pass (proxy.Rule.After),
+	// placing the window right after a given write. Decode never sets it: it
+	// is for hand-written schedules in specs, and Encode drops it.
+	After int
 }
 
 // End is when the window closes, after the mark.
@@ -70,6 +102,9 @@ func (s Step) String() string {
 	if len(s.Types) > 0 {
 		what = strings.Join(s.Types, "+") + " " + what
 	}
+	if s.After > 0 {
+		what += fmt.Sprintf(" after the first %d", s.After)
+	}
 	return fmt.Sprintf("t+%.2fs–%.2fs %s %s for %s", s.Start.Seconds(), s.End().Seconds(), act, what, s.Client)
 }
 
@@ -77,7 +112,7 @@ func (s Step) String() string {
 func (s Step) Rule(ns string) proxy.Rule {
 	return proxy.Rule{
 		Client: s.Client, Resource: s.Resource, Namespace: ns, Name: s.Object, Types: s.Types,
-		From: s.Start, To: s.End(), Action: s.Action, Delay: s.Delay,
+		From: s.Start, To: s.End(), Action: s.Action, Delay: s.Delay, After: s.After,
 	}
 }
 
@@ -126,6 +161,7 @@ type Knob struct {
 // codec maps bytes to schedules for one scenario's declared clients,
 // resources, objects and knobs.
 type codec struct {
+	bounds    Bounds
 	knobs     []Knob
 	clients   []string
 	resources []string
@@ -134,7 +170,7 @@ type codec struct {
 }
 
 func (s *Scenario) codec(space Space) codec {
-	return codec{knobs: s.Knobs, clients: s.Clients, resources: s.Resources, objects: s.Objects, space: space}
+	return codec{bounds: s.Bounds.orDefault(), knobs: s.Knobs, clients: s.Clients, resources: s.Resources, objects: s.Objects, space: space}
 }
 
 // Decode turns any byte string into a valid schedule; it never fails.
@@ -147,10 +183,10 @@ func (s *Scenario) codec(space Space) codec {
 //	              1 ADDED, 2 MODIFIED, 4 DELETED, 8 BOOKMARK
 //	[1] target    low nibble: index into Resources, mod len;
 //	              high nibble: 0 = every object, i = Objects[(i-1) mod len]
-//	[2] start     quadratic in [0, MaxStart]
-//	[3] length    quadratic in [MinLength, MaxLength], cut at MaxLagEnd
+//	[2] start     quadratic in [0, Bounds.MaxStart]
+//	[3] length    quadratic in [MinLength, Bounds.MaxLength], cut at Bounds.MaxLagEnd
 //	[4] action    low 2 bits: 0 delay, 1 hold, 2 drop (hold in LagOnly), 3 hold;
-//	              high 6 bits: delay, quadratic in [0, MaxDelay]
+//	              high 6 bits: delay, quadratic in [0, Bounds.MaxDelay]
 //
 // A missing knob byte is 0; a trailing partial record is no step: exhausted
 // input means no more lag. One mutated byte changes one field of one step, and
@@ -177,19 +213,19 @@ func (c codec) decode(b []byte) Schedule {
 			Client:   c.clients[int(r[0]&0x0f)%len(c.clients)],
 			Types:    typesOf(r[0] >> 4),
 			Resource: c.resources[int(r[1]&0x0f)%len(c.resources)],
-			Start:    quad(r[2], 0, MaxStart),
-			Length:   quad(r[3], MinLength, MaxLength),
+			Start:    quad(r[2], 0, c.bounds.MaxStart),
+			Length:   quad(r[3], MinLength, c.bounds.MaxLength),
 		}
 		if obj := int(r[1] >> 4); obj > 0 && len(c.objects) > 0 {
 			st.Object = c.objects[(obj-1)%len(c.objects)]
 		}
-		if st.End() > MaxLagEnd {
-			st.Length = MaxLagEnd - st.Start
+		if st.End() > c.bounds.MaxLagEnd {
+			st.Length = c.bounds.MaxLagEnd - st.Start
 		}
 		switch r[4] & 3 {
 		case 0:
 			st.Action = proxy.Delay
-			st.Delay = quad6(r[4]>>2, MaxDelay)
+			st.Delay = quad6(r[4]>>2, c.bounds.MaxDelay)
 		case 2:
 			st.Action = proxy.Drop
 			if c.space == LagOnly {
@@ -216,20 +252,20 @@ func (c codec) encode(s Schedule) []byte {
 		if st.Object != "" {
 			target |= byte(index(c.objects, st.Object)+1) << 4
 		}
-		lb := unquad(st.Length, MinLength, MaxLength)
-		if st.End() == MaxLagEnd {
+		lb := unquad(st.Length, MinLength, c.bounds.MaxLength)
+		if st.End() == c.bounds.MaxLagEnd {
 			lb = 255 // decode cuts it at MaxLagEnd again
 		}
 		var act byte
 		switch st.Action {
 		case proxy.Delay:
-			act = unquad6(st.Delay, MaxDelay) << 2
+			act = unquad6(st.Delay, c.bounds.MaxDelay) << 2
 		case proxy.Hold:
 			act = 1
 		case proxy.Drop:
 			act = 2
 		}
-		b = append(b, byte(max(0, index(c.clients, st.Client)))|maskOf(st.Types)<<4, target, unquad(st.Start, 0, MaxStart), lb, act)
+		b = append(b, byte(max(0, index(c.clients, st.Client)))|maskOf(st.Types)<<4, target, unquad(st.Start, 0, c.bounds.MaxStart), lb, act)
 	}
 	return b
 }

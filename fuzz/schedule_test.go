@@ -46,7 +46,7 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 		}
 	}
 	for _, st := range sch.Steps {
-		if st.Start < 0 || st.Start > MaxStart || st.Length < 0 || st.End() > MaxLagEnd || st.Delay < 0 || st.Delay > MaxDelay {
+		if st.Start < 0 || st.Start > DefaultBounds.MaxStart || st.Length < 0 || st.End() > DefaultBounds.MaxLagEnd || st.Delay < 0 || st.Delay > DefaultBounds.MaxDelay {
 			t.Fatalf("step out of bounds: %s", st)
 		}
 		if err := st.Rule("ns").Validate(); err != nil {
@@ -56,7 +56,7 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 			t.Fatalf("LagOnly schedule drops: %s", st)
 		}
 	}
-	if sch.LagEnd() > MaxLagEnd+MaxDelay {
+	if sch.LagEnd() > DefaultBounds.MaxLagEnd+DefaultBounds.MaxDelay {
 		t.Fatalf("lag ends at %v", sch.LagEnd())
 	}
 }
@@ -67,7 +67,7 @@ func TestDecodeLayout(t *testing.T) {
 	got := s.Decode([]byte{1, 7, 0x21, 0x21, 255, 255, 2, 0, 0, 0})
 	want := Schedule{
 		Knobs: map[string]int{"replicas": 1, "at": 2},
-		Steps: []Step{{Client: "replica-1", Resource: "configmaps", Object: "b", Types: []string{"MODIFIED"}, Start: MaxStart, Length: MaxLagEnd - MaxStart, Action: proxy.Drop}},
+		Steps: []Step{{Client: "replica-1", Resource: "configmaps", Object: "b", Types: []string{"MODIFIED"}, Start: DefaultBounds.MaxStart, Length: DefaultBounds.MaxLagEnd - DefaultBounds.MaxStart, Action: proxy.Drop}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %s\nwant %s", got, want)
@@ -93,7 +93,7 @@ func TestEncodeHandWritten(t *testing.T) {
 	s := testScenario
 	want := Schedule{
 		Knobs: map[string]int{"replicas": 0, "at": 3},
-		Steps: []Step{{Client: "replica-0", Resource: "rollouts", Start: quad(80, 0, MaxStart), Length: quad(120, MinLength, MaxLength), Action: proxy.Hold}},
+		Steps: []Step{{Client: "replica-0", Resource: "rollouts", Start: quad(80, 0, DefaultBounds.MaxStart), Length: quad(120, MinLength, DefaultBounds.MaxLength), Action: proxy.Hold}},
 	}
 	if got := s.Decode(s.Encode(want)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("round trip: got %s, want %s", got, want)
@@ -111,5 +111,16 @@ func TestDecodeRandomBounds(t *testing.T) {
 			b[i] = byte(r.Uint32())
 		}
 		checkBounds(t, testScenario, testScenario.Decode(b))
+	}
+}
+
+func TestBoundsFit(t *testing.T) {
+	if err := DefaultBounds.fits(); err != nil {
+		t.Fatalf("DefaultBounds: %v", err)
+	}
+	tooLong := DefaultBounds
+	tooLong.MaxLagEnd = Budget
+	if err := tooLong.fits(); err == nil {
+		t.Fatal("bounds whose lag alone fills the budget were accepted")
 	}
 }

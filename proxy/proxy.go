@@ -213,7 +213,7 @@ func (p *Proxy) SetRules(mark time.Time, rules ...Rule) error {
 			return fmt.Errorf("proxy: rule %d (%v): %w", i, r, err)
 		}
 	}
-	p.rules.Store(&ruleSet{mark: mark, rules: append([]Rule(nil), rules...)})
+	p.rules.Store(&ruleSet{mark: mark, rules: append([]Rule(nil), rules...), matched: make([]atomic.Int64, len(rules))})
 	return nil
 }
 

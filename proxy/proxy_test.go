@@ -425,3 +425,29 @@ func (h *http2Off) CloseIdleConnections() {
 		h.t.CloseIdleConnections()
 	}
 }
+
+var _ = Describe("Fields", func() {
+	It("records declared fields of JSON responses, so oracles can follow a value across writers", func() {
+		ctx := context.Background()
+		ns := newNamespace()
+		p := &proxy.Proxy{Upstream: cp.Config, Fields: []string{"spec.value", "spec.absent"}}
+		Expect(p.Start()).To(Succeed())
+		DeferCleanup(p.Stop)
+		c, err := p.Client("writer")
+		Expect(err).NotTo(HaveOccurred())
+		dc := dynamic.NewForConfigOrDie(c.Config()).Resource(widgetGVR).Namespace(ns)
+		obj := widgets.newObject(ns, "w", "first").(*unstructured.Unstructured)
+		_, err = dc.Create(ctx, obj, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = dc.Patch(ctx, "w", "application/merge-patch+json", []byte(`{"spec":{"value":"second"}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		var got []string
+		for _, r := range p.Trace().Since(trace.Cursor{}).Requests {
+			if r.Resource == "widgets" {
+				got = append(got, fmt.Sprintf("%s %v", r.Verb, r.Fields))
+			}
+		}
+		Expect(got).To(Equal([]string{`create map[spec.value:"first"]`, `patch map[spec.value:"second"]`}))
+	})
+})

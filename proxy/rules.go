@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,6 +57,11 @@ type Rule struct {
 	Action Action
 	// Delay is how long Delay holds each event. Zero: not at all.
 	Delay time.Duration
+	// After lets the first After events the rule matches (counted over
+	// every stream, from SetRules on) pass as if it did not match: it places
+	// a stall right after a given write of the controller's own, whatever
+	// the timing. Zero: the rule applies from its first match.
+	After int
 }
 
 func (r Rule) String() string {
@@ -69,6 +75,9 @@ func (r Rule) String() string {
 	}
 	if len(r.Types) > 0 {
 		s += fmt.Sprintf(" %v", r.Types)
+	}
+	if r.After > 0 {
+		s += fmt.Sprintf(" after the first %d", r.After)
 	}
 	s += " for " + or(r.Client, "every client")
 	if r.To > 0 {
@@ -92,8 +101,8 @@ func (r Rule) Validate() error {
 	switch {
 	case r.Action < Delay || r.Action > Drop:
 		return fmt.Errorf("unknown action %d", int(r.Action))
-	case r.From < 0 || r.To < 0 || r.Delay < 0:
-		return errors.New("negative duration")
+	case r.From < 0 || r.To < 0 || r.Delay < 0 || r.After < 0:
+		return errors.New("negative duration or count")
 	case r.To != 0 && r.To <= r.From:
 		return fmt.Errorf("window t+%v–%v is empty", r.From, r.To)
 	case r.Action == Hold && r.To == 0:
@@ -105,8 +114,9 @@ func (r Rule) Validate() error {
 // ruleSet is an immutable set of rules with their mark; the proxy swaps it
 // atomically.
 type ruleSet struct {
-	mark  time.Time
-	rules []Rule
+	mark    time.Time
+	rules   []Rule
+	matched []atomic.Int64 // per rule, for After
 }
 
 // event is what rules match on.
@@ -129,6 +139,9 @@ func (rs *ruleSet) decide(e event, t time.Time) (rule int, release time.Time, dr
 			(r.Namespace != "" && r.Namespace != e.namespace) ||
 			(r.Name != "" && r.Name != e.name) ||
 			(len(r.Types) > 0 && !slices.Contains(r.Types, e.typ)) {
+			continue
+		}
+		if r.After > 0 && rs.matched[i].Add(1) <= int64(r.After) {
 			continue
 		}
 		switch r.Action {

@@ -112,6 +112,9 @@ func testNoProcessOutlives(t *testing.T, mode string, kill func(*os.Process)) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// If this test fails before the child dies, the child must not live on
+	// (and with it the processes it started).
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	var pids []int
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {

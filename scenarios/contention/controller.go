@@ -76,11 +76,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: StepInterval}, nil
 }
 
-// SetupWithManager registers the reconciler and its informer.
+// SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if _, err := mgr.GetCache().GetInformer(ctx, &Rollout{}); err != nil {
-		return fmt.Errorf("unable to get rollout informer: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).For(&Rollout{}).Named("rollout").Complete(r)
 }
 

@@ -1,0 +1,151 @@
+package fluxcd_test
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+	"github.com/stalefuzz/stalefuzz/scenarios/fluxcd"
+)
+
+// The MODIFIED events source-controller's own writes cause in a clean
+// reconcile of a new GitRepository (see the baseline spec): 1 finalizer
+// patch, 2 "processing object: new generation", 3 "building artifact",
+// 4 "building artifact: new upstream revision", 5 conditions Ready=True,
+// 6 the status patch with the artifact and observedGeneration. A window
+// "after the first N" stalls the watch right after event N, whatever the
+// timing, for the rest of a 3.3 s window: about 3 s of staleness, as claimed.
+func stallAfter(n int, action proxy.Action, edit int) fuzz.Schedule {
+	return fuzz.Schedule{
+		Knobs: map[string]int{"edit": edit},
+		Steps: []fuzz.Step{{Client: fluxcd.Client, Resource: "gitrepositories", Types: []string{"MODIFIED"}, After: n, Start: 0, Length: 3300 * time.Millisecond, Action: action}},
+	}
+}
+
+// outcome is one row of the report's table.
+type outcome struct {
+	conflicts   int           // 409s the apiserver returned to the conditions patch
+	patchFailed int           // PatchOperationFailed events: reconciles that ended in error
+	converged   bool          // Ready=True, observedGeneration == generation, artifact present
+	claimed     bool          // artifact present, observedGeneration != generation, after settling
+	toConverge  time.Duration // from the end of the lag to source-controller's last write
+	res         *fuzz.Result
+}
+
+func observe(s fuzz.Schedule) outcome {
+	GinkgoHelper()
+	res := run(s)
+	o := outcome{res: res, converged: true}
+	var last time.Time
+	for _, r := range res.Trace.Requests {
+		if r.Client != fluxcd.Client {
+			continue
+		}
+		if r.Code == 409 && r.Resource == "gitrepositories" && r.Subresource == "status" {
+			Expect(r.SentRV).NotTo(BeEmpty(), "only the optimistic-lock conditions patch can meet a 409")
+			o.conflicts++
+		}
+		if r.Resource == "events" && r.Fields["reason"] == `"PatchOperationFailed"` {
+			o.patchFailed++
+		}
+		if r.Verb == "patch" || r.Verb == "create" {
+			last = r.Start.Add(r.Latency)
+		}
+	}
+	for _, v := range res.Violations {
+		switch v.Oracle {
+		case "claimed-state":
+			o.claimed = true
+			o.converged = false
+		default:
+			o.converged = false
+		}
+	}
+	o.toConverge = last.Sub(res.Mark.Add(s.LagEnd()))
+	By(fmt.Sprintf("%s: %d×409, %d reconcile errors, converged=%v (last write %+.2fs after the lag ended), claimed state=%v",
+		s, o.conflicts, o.patchFailed, o.converged, o.toConverge.Seconds(), o.claimed))
+	return o
+}
+
+var _ = Describe("the baseline write sequence", func() {
+	It("is: finalizer patch, then per step an optimistic-lock conditions patch and a plain status patch; Ready with artifact and observedGeneration", func() {
+		res := run(fuzz.Schedule{Knobs: map[string]int{"edit": 0}})
+		Expect(res.Err()).NotTo(HaveOccurred(), res.Report())
+		var seq []string
+		for _, r := range res.Trace.Requests {
+			if r.Client == fluxcd.Client && r.Resource == "gitrepositories" && r.Verb == "patch" {
+				lock := "plain"
+				if r.SentRV != "" {
+					lock = "optimistic"
+				}
+				seq = append(seq, fmt.Sprintf("%s/%s %s %d", r.Resource, r.Subresource, lock, r.Code))
+			}
+		}
+		GinkgoWriter.Println(strings.Join(seq, "\n"))
+		Expect(seq).To(Equal([]string{
+			"gitrepositories/ plain 200",
+			"gitrepositories/status optimistic 200", "gitrepositories/status plain 200", // processing object: new generation
+			"gitrepositories/status optimistic 200", "gitrepositories/status plain 200", // building artifact
+			"gitrepositories/status optimistic 200", "gitrepositories/status plain 200", // new upstream revision
+			"gitrepositories/status optimistic 200", "gitrepositories/status plain 200", // Ready, artifact, observedGeneration
+		}))
+	})
+})
+
+var _ = Describe("the claim: ~3 s of GitRepository watch lag during a reconcile", func() {
+	DescribeTable("genuine 409s and reconcile errors, then convergence within a second of the lag ending; the claimed state never appears",
+		func(s fuzz.Schedule, wantConflicts bool) {
+			o := observe(s)
+			Expect(o.claimed).To(BeFalse(), o.res.Report())
+			Expect(o.converged).To(BeTrue(), o.res.Report())
+			Expect(o.toConverge).To(BeNumerically("<", fluxcd.MaxRetryDelay+time.Second), "convergence is bounded by the retry delay after the lag")
+			if wantConflicts {
+				Expect(o.conflicts).To(BeNumerically(">=", 5), "the conditions patch exhausts its 5 attempts at least once: %s", o.res.Report())
+				Expect(o.patchFailed).To(BeNumerically(">=", 1), "a reconcile ends in error: %s", o.res.Report())
+			} else {
+				Expect(o.conflicts).To(BeZero(), o.res.Report())
+			}
+		},
+		Entry("from the start (the ADDED event waits too)", fuzz.Schedule{Knobs: map[string]int{"edit": 0}, Steps: []fuzz.Step{{Client: fluxcd.Client, Resource: "gitrepositories", Start: 0, Length: 3 * time.Second, Action: proxy.Hold}}}, false),
+		Entry("from the first status write", stallAfter(1, proxy.Hold, 0), true),
+		Entry("around the intermediate patches", stallAfter(2, proxy.Hold, 0), true),
+		Entry("around the last intermediate patch, before the final one", stallAfter(3, proxy.Hold, 0), true),
+		Entry("around the final patch", stallAfter(4, proxy.Hold, 0), false),
+		Entry("with a user edit (generation 2) at t+0.5s, from the edit's own event on", stallAfter(6, proxy.Hold, 1), false),
+		Entry("with a user edit at t+0.5s, around the second reconcile's first status write", stallAfter(7, proxy.Hold, 1), true),
+	)
+})
+
+var _ = Describe("under lost watch events (a fault a real informer repairs by relisting)", func() {
+	It("losing the user's generation-change event leaves the claimed state, never healing (19/20 or better)", func() {
+		hits := 0
+		var last outcome
+		for range 20 {
+			o := observe(stallAfter(6, proxy.Drop, 1))
+			if o.claimed {
+				hits++
+			}
+			last = o
+		}
+		Expect(hits).To(BeNumerically(">=", 19), last.res.Report())
+		Expect(last.res.Trace.Events).To(ContainElement(SatisfyAll(HaveField("Type", "MODIFIED"), HaveField("Fate", trace.Dropped))))
+	})
+
+	It("losing the event of the last intermediate patch leaves artifact and observedGeneration set but Ready stuck Unknown", func() {
+		o := observe(stallAfter(3, proxy.Drop, 0))
+		Expect(o.claimed).To(BeFalse(), o.res.Report())
+		Expect(o.converged).To(BeFalse(), o.res.Report())
+		Expect(o.res.Violations).To(ContainElement(SatisfyAll(
+			HaveField("Oracle", "convergence"),
+			HaveField("Message", ContainSubstring("want condition Ready=True, got Unknown")),
+			HaveField("Message", Not(ContainSubstring("observedGeneration"))),
+		)), o.res.Report())
+		Expect(o.conflicts).To(BeNumerically(">=", 10), "every reconcile's conditions patch meets 409s: the cache never catches up")
+	})
+})

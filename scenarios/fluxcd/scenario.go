@@ -1,0 +1,296 @@
+package fluxcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+	"github.com/stalefuzz/stalefuzz/scenarios/fluxcd/internal/gitserver"
+)
+
+// Version is the source-controller release under test (hack/versions.sh).
+const Version = "v1.9.3"
+
+// Client is the proxy client source-controller runs as.
+const Client = "source-controller"
+
+// Object is the GitRepository every execution creates.
+const Object = "podinfo"
+
+// GVK is GitRepository's.
+var GVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
+
+// Retry delays given to source-controller (defaults 750ms and 15m). They only
+// set its workqueue rate limiter, the backoff before a failed reconcile runs
+// again; the patch helper's own conflict retries (5 attempts, 100–200 ms
+// apart, fluxcd/pkg runtime/patch), the reconcile logic and
+// ComputeReconcileResult are untouched. MaxRetryDelay bounds how long after
+// the lag ends a failed reconcile is retried, so it bounds convergence.
+const (
+	MinRetryDelay = 100 * time.Millisecond
+	MaxRetryDelay = 1 * time.Second
+)
+
+// Binary returns the source-controller binary hack/source-controller.sh
+// built: $STALEFUZZ_SOURCE_CONTROLLER, else the store outside the repository.
+func Binary() string {
+	if b := os.Getenv("STALEFUZZ_SOURCE_CONTROLLER"); b != "" {
+		return b
+	}
+	data := os.Getenv("XDG_DATA_HOME")
+	if data == "" {
+		data = filepath.Join(os.Getenv("HOME"), ".local", "share")
+	}
+	return filepath.Join(data, "stalefuzz", "source-controller", Version, "source-controller")
+}
+
+// fixture is what every execution of a process shares.
+type fixture struct {
+	git  *gitserver.Server
+	root string
+	url  string
+}
+
+// Scenario is source-controller reconciling one GitRepository against a local
+// git server, with lag on its GitRepository watch. space chooses lag only or
+// lag and loss.
+func Scenario(space fuzz.Space) fuzz.Scenario {
+	name := "fluxcd-lag"
+	if space == fuzz.LagAndLoss {
+		name = "fluxcd-loss"
+	}
+	bin := Binary()
+	return fuzz.Scenario{
+		Name:      name,
+		CRDPaths:  []string{filepath.Join(filepath.Dir(bin), "crds")},
+		Clients:   []string{Client},
+		Resources: []string{"gitrepositories"},
+		Space:     space,
+		// About 3 s of lag, as the claim has it, within the 8 s budget.
+		Bounds: fuzz.Bounds{MaxStart: time.Second, MaxLength: 3200 * time.Millisecond, MaxLagEnd: 3500 * time.Millisecond, MaxDelay: 300 * time.Millisecond},
+		Fields: []string{"status.conditions", "reason"},
+		Quiet:  2 * MinRetryDelay * 4, // no write for longer than two backoff steps
+		Setup:  setup,
+		Start: func(ctx context.Context, x *fuzz.Exec) error {
+			return start(ctx, x, bin)
+		},
+		// Knob "edit": 0 = no edit; k = the user edits spec.interval at
+		// t+k×EditStep, bumping metadata.generation while source-controller
+		// may be behind.
+		Knobs: []fuzz.Knob{{Name: "edit", Values: 4}},
+		Drive: func(ctx context.Context, x *fuzz.Exec) error {
+			if err := x.Direct.Create(ctx, gitRepository(x.Namespace, x.Fixture().(*fixture).url)); err != nil {
+				return err
+			}
+			if k := x.Knob("edit"); k > 0 {
+				x.After(time.Duration(k)*EditStep, "edit spec.interval", func(ctx context.Context) error {
+					return editInterval(ctx, x)
+				})
+			}
+			return nil
+		},
+		Converge: &fuzz.Convergence{GVK: GVK},
+		Checks: []fuzz.Check{
+			{Name: "artifact", Fn: artifactPresent},
+			{Name: "claimed-state", Fn: claimedState},
+		},
+		Features: features,
+	}
+}
+
+func setup(context.Context) (any, func() error, error) {
+	if _, err := os.Stat(Binary()); err != nil {
+		return nil, nil, fmt.Errorf("source-controller %s not found at %s (run `make source-controller`, or set STALEFUZZ_SOURCE_CONTROLLER): %w", Version, Binary(), err)
+	}
+	root, err := os.MkdirTemp("", "stalefuzz-git-")
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := gitserver.CreateRepository(root, "podinfo", "master", map[string]string{
+		"README.md":              "# podinfo fixture for stalefuzz\n",
+		"deploy/configmap.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  greeting: hello\n",
+		"deploy/kustomization.y": "resources: [configmap.yaml]\n",
+	}); err != nil {
+		os.RemoveAll(root)
+		return nil, nil, err
+	}
+	git, err := gitserver.Start(root)
+	if err != nil {
+		os.RemoveAll(root)
+		return nil, nil, err
+	}
+	f := &fixture{git: git, root: root, url: git.URL("podinfo")}
+	return f, func() error { return errors.Join(git.Stop(), os.RemoveAll(root)) }, nil
+}
+
+// start runs source-controller for this execution only: watching the
+// execution's namespace, through its own proxy client, with its own storage.
+func start(ctx context.Context, x *fuzz.Exec, bin string) error {
+	kubeconfig, err := x.Kubeconfig(Client)
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	storage := filepath.Join(x.Dir(), "storage")
+	if err := os.Mkdir(storage, 0o755); err != nil {
+		return fmt.Errorf("unable to create storage directory: %w", err)
+	}
+	logFile, err := os.Create(filepath.Join(x.Dir(), "source-controller.log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin,
+		"--watch-all-namespaces=false",
+		"--storage-path="+storage,
+		"--storage-addr="+addr, "--storage-adv-addr="+addr,
+		"--metrics-addr=0", "--health-addr=0", "--events-addr=",
+		"--min-retry-delay="+MinRetryDelay.String(), "--max-retry-delay="+MaxRetryDelay.String(),
+		"--log-level=debug", "--log-encoding=json",
+	)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "RUNTIME_NAMESPACE="+x.Namespace)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := x.Command(Client, cmd); err != nil {
+		logFile.Close()
+		return err
+	}
+	logFile.Close() // the child has its own descriptor
+	return x.WaitForWatch(ctx, Client, "gitrepositories")
+}
+
+// EditStep spaces the times the "edit" knob can choose.
+const EditStep = 500 * time.Millisecond
+
+// editInterval changes spec.interval, as a user would, with a merge patch.
+func editInterval(ctx context.Context, x *fuzz.Exec) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(GVK)
+	u.SetNamespace(x.Namespace)
+	u.SetName(Object)
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"interval":"9m"}}`))
+	if err := x.Direct.Patch(ctx, u, patch); err != nil {
+		return fmt.Errorf("unable to edit gitrepository %s/%s: %w", x.Namespace, Object, err)
+	}
+	return nil
+}
+
+func gitRepository(ns, url string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"url":      url,
+			"interval": "10m", // no periodic reconcile within an execution
+			"timeout":  "20s",
+			"ref":      map[string]any{"branch": "master"},
+		},
+	}}
+	u.SetGroupVersionKind(GVK)
+	u.SetNamespace(ns)
+	u.SetName(Object)
+	return u
+}
+
+func get(ctx context.Context, x *fuzz.Exec) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(GVK)
+	if err := x.Direct.Get(ctx, client.ObjectKey{Namespace: x.Namespace, Name: Object}, u); err != nil {
+		return nil, fmt.Errorf("unable to get gitrepository %s/%s: %w", x.Namespace, Object, err)
+	}
+	return u, nil
+}
+
+// artifactPresent: a converged GitRepository must carry its artifact.
+func artifactPresent(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
+	u, err := get(ctx, x)
+	if err != nil {
+		return err
+	}
+	if _, ok, _ := unstructured.NestedMap(u.Object, "status", "artifact"); !ok {
+		return fmt.Errorf("gitrepository %s/%s: status.artifact: want an artifact, got none", x.Namespace, Object)
+	}
+	return nil
+}
+
+// claimedState is the state fluxcd/source-controller#2012 claims: a valid
+// artifact, but status.observedGeneration not equal to metadata.generation,
+// once the run has settled.
+func claimedState(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
+	u, err := get(ctx, x)
+	if err != nil {
+		return err
+	}
+	_, hasArtifact, _ := unstructured.NestedMap(u.Object, "status", "artifact")
+	og, found, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	if hasArtifact && (!found || og != u.GetGeneration()) {
+		return fmt.Errorf("gitrepository %s/%s: the claimed state: status.artifact is set but status.observedGeneration is %s, want %d",
+			x.Namespace, Object, orNone(found, og), u.GetGeneration())
+	}
+	return nil
+}
+
+func orNone(found bool, v int64) string {
+	if !found {
+		return "unset"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// features add, to the engine's, the condition reasons GitRepository passed
+// through and the reasons of the Events source-controller recorded.
+func features(res *fuzz.Result) []string {
+	var fs []string
+	for _, r := range res.Trace.Requests {
+		if r.Code/100 != 2 {
+			continue
+		}
+		if c, ok := r.Fields["status.conditions"]; ok && r.Resource == "gitrepositories" {
+			for _, reason := range reasons(c) {
+				fs = append(fs, "condition|"+reason)
+			}
+		}
+		if reason, ok := r.Fields["reason"]; ok && r.Resource == "events" {
+			fs = append(fs, "event|"+reason)
+		}
+	}
+	slices.Sort(fs)
+	return slices.Compact(fs)
+}
+
+// reasons returns "type=status/reason" for each condition of a JSON array.
+func reasons(conditions string) []string {
+	var cs []struct{ Type, Status, Reason string }
+	if json.Unmarshal([]byte(conditions), &cs) != nil {
+		return nil
+	}
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.Type+"="+c.Status+"/"+c.Reason)
+	}
+	return out
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("unable to find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
