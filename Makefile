@@ -15,8 +15,8 @@ source-controller: ## build FluxCD source-controller v1.9.3 and its CRDs from Go
 deps: ## install the system packages the tests need (git)
 	@hack/deps.sh
 
-test: deps assets source-controller ## run every test, against a real apiserver (installs what it needs first)
-	$(GO) test -count=1 -timeout=30m ./...
+test: deps assets source-controller ## run every test against a real apiserver, one package at a time (timing-sensitive specs share no CPU); installs what it needs first
+	$(GO) test -count=1 -p 1 -timeout=30m ./...
 
 bench: assets ## print the proxy's throughput and latency figures against a direct connection
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/

@@ -99,7 +99,11 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 		return nil, err
 	}
 	if s.Setup != nil {
-		if e.fixture, e.cleanup, err = s.Setup(context.Background()); err != nil {
+		dir, err := os.MkdirTemp(e.cp.Dir(), "fixture-")
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: unable to create fixture directory: %w", s.Name, err)
+		}
+		if e.fixture, e.cleanup, err = s.Setup(context.Background(), dir); err != nil {
 			return nil, fmt.Errorf("scenario %s: setup: %w", s.Name, err)
 		}
 	}
@@ -166,7 +170,9 @@ func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr erro
 		return nil, err
 	}
 	e.proxy.Trace().Reset()
-	dir, err := os.MkdirTemp("", "stalefuzz-exec-")
+	// Under the control plane's directory, so that even a killed process
+	// leaves no execution directory behind.
+	dir, err := os.MkdirTemp(e.cp.Dir(), "exec-")
 	if err != nil {
 		return nil, fmt.Errorf("unable to create execution directory: %w", err)
 	}

@@ -65,15 +65,19 @@ func Fuzz(f *testing.F, s Scenario) {
 	}
 	var execs, harnessErrs int
 	began := time.Now()
-	if fuzzing {
-		f.Cleanup(func() { logStats(s.Name, execs, harnessErrs, time.Since(began)) })
-	}
 	f.Fuzz(func(t *testing.T, input []byte) {
 		sched := s.Decode(input)
 		res, err := env.Run(context.Background(), sched)
 		execs++
 		if err != nil {
 			harnessErrs++
+		}
+		if fuzzing {
+			// Rewritten after every execution: go test ends a worker without
+			// running its cleanups.
+			writeStats(s.Name, execs, harnessErrs, time.Since(began))
+		}
+		if err != nil {
 			if fuzzing {
 				logHarnessError(s.Name, sched, err)
 				t.Skip(err)
@@ -210,12 +214,15 @@ func findingsDir() string {
 	return filepath.Join(os.TempDir(), "stalefuzz-findings")
 }
 
-// logStats appends one worker's execution rate to stats.log in the findings
-// directory: go test -fuzz's own count leaves out the executions it spends
-// minimizing.
-func logStats(scenario string, execs, harnessErrs int, d time.Duration) {
-	appendLine("stats.log", fmt.Sprintf("%s: worker %d: %d executions (%d harness errors) in %.0fs: %.1f executions/min",
-		scenario, os.Getpid(), execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes()))
+// writeStats writes one worker's execution rate to stats-<pid>.log in the
+// findings directory: go test -fuzz's own count leaves out the executions it
+// spends minimizing.
+func writeStats(scenario string, execs, harnessErrs int, d time.Duration) {
+	line := fmt.Sprintf("%s: worker %d: %d executions (%d harness errors) in %.0fs of fuzzing: %.1f executions/min\n",
+		scenario, os.Getpid(), execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes())
+	if os.MkdirAll(findingsDir(), 0o755) == nil {
+		_ = os.WriteFile(filepath.Join(findingsDir(), fmt.Sprintf("stats-%d.log", os.Getpid())), []byte(line), 0o644)
+	}
 }
 
 // logHarnessError appends a harness error to harness-errors.log in the

@@ -54,8 +54,9 @@ type Scenario struct {
 
 	// Setup prepares what every execution of a process shares (a git server,
 	// say) once, before the warm-up run, outside any execution's clock; its
-	// value is Exec.Fixture, and cleanup runs at Env.Stop. Zero: nothing.
-	Setup func(ctx context.Context) (fixture any, cleanup func() error, err error)
+	// value is Exec.Fixture, and cleanup runs at Env.Stop. dir is its own
+	// directory, removed even if the process dies. Zero: nothing.
+	Setup func(ctx context.Context, dir string) (fixture any, cleanup func() error, err error)
 
 	// Start starts the controllers of one execution and returns once they
 	// are running with synced caches. Everything it starts must be started

@@ -23,7 +23,7 @@ fresh_copy "$work" "$target" "$pkg"
 go clean -fuzzcache
 
 echo "fuzz: $target in $pkg for $duration from an empty corpus ($workers worker(s)); traces of findings go to $STALEFUZZ_FINDINGS"
-rm -f "$STALEFUZZ_FINDINGS/stats.log"
+rm -f "$STALEFUZZ_FINDINGS"/stats-*.log
 start=$SECONDS
 (cd "$work" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$duration" -fuzzminimizetime=10x -parallel="$workers" "$pkg") 2>&1 | tee "$work/.log"
 status=${PIPESTATUS[0]}
@@ -33,7 +33,7 @@ execs=$(grep -oE 'execs: [0-9]+' "$work/.log" | tail -1 | grep -oE '[0-9]+')
 first=$(grep -m1 -oE 'elapsed: [0-9]+s, execs: [1-9][0-9]*' "$work/.log" | grep -oE '^elapsed: [0-9]+' | grep -oE '[0-9]+')
 echo
 echo "figures: $target: ${execs:-0} executions, ${elapsed}s wall clock in all (control plane start and warm-up included; first execution reported at ${first:-?}s)"
-[ -f "$STALEFUZZ_FINDINGS/stats.log" ] && sed 's/^/figures: /' "$STALEFUZZ_FINDINGS/stats.log"
+cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | sed 's/^/figures: /'
 if grep -q -- '--- FAIL' "$work/.log"; then
 	echo "result: FINDING after ${elapsed}s (report above). Its input, to commit as a regression test:"
 	for f in "$work/${pkg#./}/testdata/fuzz/$target"/*; do

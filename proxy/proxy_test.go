@@ -301,24 +301,11 @@ var _ = Describe("drop", func() {
 		for _, name := range []string{"a", "b"} {
 			Expect(direct.Create(ctx, configMaps.newObject(ns, name, "0"))).To(Succeed())
 		}
-		c, err := px.Client("drop")
-		Expect(err).NotTo(HaveOccurred())
-		cs := kubernetes.NewForConfigOrDie(c.Config())
-		list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		w, err := cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(w.Stop)
+		w := watchConfigMaps("drop", ns)
 
 		Expect(px.SetRules(time.Now(), proxy.Rule{Client: "drop", Name: "a", Types: []string{"MODIFIED"}, Action: proxy.Drop})).To(Succeed())
 		DeferCleanup(clearRules)
-		update := func(name, v string) string {
-			cm := &corev1.ConfigMap{}
-			Expect(direct.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cm)).To(Succeed())
-			cm.Data["value"] = v
-			Expect(direct.Update(ctx, cm)).To(Succeed())
-			return cm.ResourceVersion
-		}
+		update := func(name, v string) string { return updateConfigMap(ns, name, v) }
 		droppedRV := update("a", "1")
 		bRV := update("b", "1")
 		got := collect(w, 10*time.Second, func(got []received) bool { return len(got) == 1 })
@@ -451,3 +438,47 @@ var _ = Describe("Fields", func() {
 		Expect(got).To(Equal([]string{`create map[spec.value:"first"]`, `patch map[spec.value:"second"]`}))
 	})
 })
+
+var _ = Describe("After", func() {
+	It("lets the first N matching events pass, then applies the rule", func() {
+		ctx := context.Background()
+		ns := newNamespace()
+		Expect(direct.Create(ctx, configMaps.newObject(ns, "a", "0"))).To(Succeed())
+		w := watchConfigMaps("after", ns)
+		Expect(px.SetRules(time.Now(), proxy.Rule{Client: "after", Types: []string{"MODIFIED"}, After: 2, Action: proxy.Drop})).To(Succeed())
+		DeferCleanup(clearRules)
+		var rvs []string
+		for i := range 4 {
+			rvs = append(rvs, updateConfigMap(ns, "a", fmt.Sprint(i+1)))
+		}
+		got := collect(w, 10*time.Second, func(got []received) bool { return len(got) == 2 })
+		Expect([]string{got[0].rv, got[1].rv}).To(Equal(rvs[:2]), "the first two pass")
+		Consistently(w.ResultChan()).WithTimeout(300*time.Millisecond).ShouldNot(Receive(), "the rest are dropped")
+	})
+})
+
+// watchConfigMaps watches ConfigMaps in ns as the named proxy client, from the
+// current resourceVersion on.
+func watchConfigMaps(clientName, ns string) watch.Interface {
+	GinkgoHelper()
+	c, err := px.Client(clientName)
+	Expect(err).NotTo(HaveOccurred())
+	cs := kubernetes.NewForConfigOrDie(c.Config())
+	list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	w, err := cs.CoreV1().ConfigMaps(ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(w.Stop)
+	return w
+}
+
+// updateConfigMap sets data.value of ns/name directly and returns the new
+// resourceVersion.
+func updateConfigMap(ns, name, v string) string {
+	GinkgoHelper()
+	cm := &corev1.ConfigMap{}
+	Expect(direct.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm)).To(Succeed())
+	cm.Data["value"] = v
+	Expect(direct.Update(context.Background(), cm)).To(Succeed())
+	return cm.ResourceVersion
+}

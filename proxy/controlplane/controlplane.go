@@ -133,6 +133,11 @@ func (e *Environment) Start() (retErr error) {
 	return nil
 }
 
+// Dir is the control plane's working directory. It is removed by Stop and,
+// if this process dies, by the reaper: files that must not outlive the
+// process belong under it.
+func (e *Environment) Dir() string { return e.workDir }
+
 // InstalledCRDs returns the CRDs Start installed (from CRDs, paths included).
 func (e *Environment) InstalledCRDs() []*apiextensionsv1.CustomResourceDefinition {
 	if e.env == nil {

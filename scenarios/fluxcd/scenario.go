@@ -3,7 +3,6 @@ package fluxcd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -61,18 +60,20 @@ func Binary() string {
 
 // fixture is what every execution of a process shares.
 type fixture struct {
-	git  *gitserver.Server
-	root string
-	url  string
+	git *gitserver.Server
+	url string
 }
 
 // Scenario is source-controller reconciling one GitRepository against a local
 // git server, with lag on its GitRepository watch. space chooses lag only or
 // lag and loss.
 func Scenario(space fuzz.Space) fuzz.Scenario {
-	name := "fluxcd-lag"
+	name, knownBug := "fluxcd-lag", ""
 	if space == fuzz.LagAndLoss {
-		name = "fluxcd-loss"
+		// Losing a watch event for good (no relist) leaves source-controller's
+		// cache stale forever: its own later writes are no-ops and cause no
+		// event that would correct it. See README.md.
+		name, knownBug = "fluxcd-loss", "a watch event lost without relist leaves the GitRepository stuck"
 	}
 	bin := Binary()
 	return fuzz.Scenario{
@@ -110,32 +111,26 @@ func Scenario(space fuzz.Space) fuzz.Scenario {
 			{Name: "claimed-state", Fn: claimedState},
 		},
 		Features: features,
+		KnownBug: knownBug,
 	}
 }
 
-func setup(context.Context) (any, func() error, error) {
+func setup(_ context.Context, root string) (any, func() error, error) {
 	if _, err := os.Stat(Binary()); err != nil {
 		return nil, nil, fmt.Errorf("source-controller %s not found at %s (run `make source-controller`, or set STALEFUZZ_SOURCE_CONTROLLER): %w", Version, Binary(), err)
-	}
-	root, err := os.MkdirTemp("", "stalefuzz-git-")
-	if err != nil {
-		return nil, nil, err
 	}
 	if _, err := gitserver.CreateRepository(root, "podinfo", "master", map[string]string{
 		"README.md":              "# podinfo fixture for stalefuzz\n",
 		"deploy/configmap.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: podinfo\ndata:\n  greeting: hello\n",
 		"deploy/kustomization.y": "resources: [configmap.yaml]\n",
 	}); err != nil {
-		os.RemoveAll(root)
 		return nil, nil, err
 	}
 	git, err := gitserver.Start(root)
 	if err != nil {
-		os.RemoveAll(root)
 		return nil, nil, err
 	}
-	f := &fixture{git: git, root: root, url: git.URL("podinfo")}
-	return f, func() error { return errors.Join(git.Stop(), os.RemoveAll(root)) }, nil
+	return &fixture{git: git, url: git.URL("podinfo")}, git.Stop, nil
 }
 
 // start runs source-controller for this execution only: watching the
