@@ -88,7 +88,38 @@ type Log struct {
 	mu       sync.Mutex
 	gen      uint64
 	requests []Request
-	events   []Event
+	events   chunks // events are many and updated in place: never copied to grow
+}
+
+// chunkSize is how many events one chunk holds.
+const chunkSize = 1024
+
+// chunks is an append-only sequence stored in fixed-size chunks, so that
+// appending never copies what is already there (a watch burst appends
+// thousands of events while the proxy streams them).
+type chunks struct {
+	c []*[chunkSize]Event
+	n int
+}
+
+func (c *chunks) append(e Event) int {
+	if c.n == len(c.c)*chunkSize {
+		c.c = append(c.c, new([chunkSize]Event))
+	}
+	c.c[c.n/chunkSize][c.n%chunkSize] = e
+	c.n++
+	return c.n - 1
+}
+
+func (c *chunks) at(i int) *Event { return &c.c[i/chunkSize][i%chunkSize] }
+
+// since copies the events from index i on.
+func (c *chunks) since(i int) []Event {
+	out := make([]Event, 0, max(0, c.n-i))
+	for ; i < c.n; i++ {
+		out = append(out, *c.at(i))
+	}
+	return out
 }
 
 // EventID refers to a recorded event so that its fate can be updated.
@@ -108,8 +139,7 @@ func (l *Log) AddRequest(r Request) {
 func (l *Log) AddEvent(e Event) EventID {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = append(l.events, e)
-	return EventID{gen: l.gen, idx: len(l.events) - 1}
+	return EventID{gen: l.gen, idx: l.events.append(e)}
 }
 
 // SetFate records what became of an event. Updates to events recorded before
@@ -117,12 +147,13 @@ func (l *Log) AddEvent(e Event) EventID {
 func (l *Log) SetFate(id EventID, f Fate, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if id.gen != l.gen || id.idx >= len(l.events) {
+	if id.gen != l.gen || id.idx >= l.events.n {
 		return
 	}
-	l.events[id.idx].Fate = f
+	ev := l.events.at(id.idx)
+	ev.Fate = f
 	if f == Released {
-		l.events[id.idx].Released = at
+		ev.Released = at
 	}
 }
 
@@ -132,14 +163,14 @@ func (l *Log) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
-	l.requests, l.events = nil, nil
+	l.requests, l.events = nil, chunks{}
 }
 
 // Cursor returns the current end of the log.
 func (l *Log) Cursor() Cursor {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Cursor{gen: l.gen, requests: len(l.requests), events: len(l.events)}
+	return Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n}
 }
 
 // Since returns a copy of what was recorded after c (everything, for the zero
@@ -152,7 +183,7 @@ func (l *Log) Since(c Cursor) Trace {
 	}
 	return Trace{
 		Requests: slices.Clone(l.requests[min(c.requests, len(l.requests)):]),
-		Events:   slices.Clone(l.events[min(c.events, len(l.events)):]),
+		Events:   l.events.since(c.events),
 	}
 }
 
