@@ -7,7 +7,10 @@
 // # Contract
 //
 // Everything that is not a watch passes through untouched: method, path,
-// query, headers and body, writes included. Responses flush immediately.
+// query, headers and body, writes included. Responses flush immediately. A
+// response (up to 4 MiB) is recorded in the trace before its first byte
+// reaches the client, so a client that has its answer can read it in the
+// trace.
 //
 // A watch stream is read from the apiserver eagerly, whether or not the
 // client reads, so the apiserver's watcher never stalls. Each event is parsed

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -17,9 +17,9 @@ import (
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
-// maxCapture bounds how much of a request or response body the proxy keeps to
-// read its resourceVersion. Larger bodies are forwarded whole, and their
-// resourceVersion is not recorded.
+// maxCapture bounds how much of a request or response body the proxy holds to
+// read its resourceVersion. Larger bodies are forwarded whole as they stream,
+// and their resourceVersion is not recorded.
 const maxCapture = 4 << 20
 
 type exchangeKey struct{}
@@ -27,10 +27,9 @@ type exchangeKey struct{}
 // exchange is one request's state, shared by ServeHTTP and the ReverseProxy
 // hooks through the request context.
 type exchange struct {
-	info    *request.RequestInfo
-	rec     trace.Request
-	capture *captureBody
-	done    bool // recorded already (a watch, at its response headers)
+	info *request.RequestInfo
+	rec  trace.Request
+	done bool // recorded already, before the client could see the response
 }
 
 // ServeHTTP forwards one request of this client upstream and records it.
@@ -70,14 +69,10 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ex.done {
 		return
 	}
+	// No response from upstream (an upstream error, a body too large to
+	// hold): recorded now.
 	ex.rec.Code = sw.status()
 	ex.rec.Latency = time.Since(ex.rec.Start)
-	if ex.capture != nil {
-		ex.rec.ReturnedRV = ex.capture.resourceVersion()
-		if len(p.Fields) > 0 && ex.rec.Code/100 == 2 {
-			ex.rec.Fields = ex.capture.fields(p.Fields)
-		}
-	}
 	p.trace.AddRequest(ex.rec)
 }
 
@@ -117,8 +112,31 @@ func (c *Client) modifyResponse(resp *http.Response) error {
 		}
 		return nil
 	}
-	ex.capture = &captureBody{ReadCloser: resp.Body, contentType: resp.Header.Get("Content-Type"), encoded: resp.Header.Get("Content-Encoding") != ""}
-	resp.Body = ex.capture
+	// Hold the whole (small) response, record it, then let it go: a client
+	// never sees an answer the trace does not have yet.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCapture+1))
+	if err != nil {
+		return fmt.Errorf("proxy: unable to read response of %s %s for client %q: %w", resp.Request.Method, resp.Request.URL.Path, c.Name, err)
+	}
+	rest := resp.Body
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), rest), rest}
+	if len(body) > maxCapture {
+		return nil // recorded without its resourceVersion when it is done
+	}
+	ex.rec.Code = resp.StatusCode
+	ex.rec.Latency = time.Since(ex.rec.Start)
+	if resp.Header.Get("Content-Encoding") == "" {
+		ct := resp.Header.Get("Content-Type")
+		ex.rec.ReturnedRV = bodyResourceVersion(body, ct)
+		if len(c.p.Fields) > 0 && resp.StatusCode/100 == 2 {
+			ex.rec.Fields = jsonFields(body, ct, c.p.Fields)
+		}
+	}
+	ex.done = true
+	c.p.trace.AddRequest(ex.rec)
 	return nil
 }
 
@@ -158,51 +176,14 @@ func (w *statusWriter) status() int {
 	return w.code
 }
 
-// captureBody keeps up to maxCapture bytes of a response body as it is
-// forwarded, to read the resourceVersion from afterwards.
-type captureBody struct {
-	io.ReadCloser
-	contentType string
-	encoded     bool
-	mu          sync.Mutex
-	buf         bytes.Buffer
-	over        bool
-}
-
-func (b *captureBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.mu.Lock()
-	if !b.over && !b.encoded {
-		if b.buf.Len()+n > maxCapture {
-			b.over = true
-			b.buf = bytes.Buffer{}
-		} else {
-			b.buf.Write(p[:n])
-		}
-	}
-	b.mu.Unlock()
-	return n, err
-}
-
-func (b *captureBody) resourceVersion() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.over || b.encoded {
-		return ""
-	}
-	return bodyResourceVersion(b.buf.Bytes(), b.contentType)
-}
-
-// fields returns the JSON-encoded values at the dotted paths in a JSON object
-// body; nil if none is present or the body is not JSON.
-func (b *captureBody) fields(paths []string) map[string]string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.over || b.encoded || !strings.Contains(b.contentType, "json") {
+// jsonFields returns the JSON-encoded values at the dotted paths in a JSON
+// object body; nil if none is present or the body is not JSON.
+func jsonFields(body []byte, contentType string, paths []string) map[string]string {
+	if !strings.Contains(contentType, "json") {
 		return nil
 	}
 	var obj map[string]any
-	if json.Unmarshal(b.buf.Bytes(), &obj) != nil {
+	if json.Unmarshal(body, &obj) != nil {
 		return nil
 	}
 	var out map[string]string

@@ -20,7 +20,8 @@ type Request struct {
 	Name        string    `json:"name,omitempty"`
 	Path        string    `json:"path,omitempty"` // set for non-resource requests only
 	Start       time.Time `json:"start"`
-	// Latency is until the whole response was forwarded; for a watch, until its
+	// Latency is until the whole response arrived from the apiserver (the
+	// proxy records a response before forwarding it); for a watch, until its
 	// response headers arrived (the stream itself is recorded as Events).
 	Latency time.Duration `json:"latency"`
 	Code    int           `json:"code"`
