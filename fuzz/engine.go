@@ -240,20 +240,21 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd time.Time, budget time
 	deadline := lagEnd.Add(budget)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
+	// Each tick reads only what the trace recorded since the last one, and
+	// keeps the end of the newest write.
+	var seen trace.Cursor
+	lastWrite := lagEnd
 	for {
 		now := time.Now()
-		if !now.Before(lagEnd) && e.proxy.Pending() == 0 {
-			last := lagEnd
-			for _, r := range e.proxy.Trace().Since(trace.Cursor{}).Requests {
-				if isWrite(r.Verb) {
-					if end := r.Start.Add(r.Latency); end.After(last) {
-						last = end
-					}
-				}
+		var newer trace.Trace
+		newer, seen = e.proxy.Trace().Next(seen)
+		for _, r := range newer.Requests {
+			if end := r.Start.Add(r.Latency); isWrite(r.Verb) && end.After(lastWrite) {
+				lastWrite = end
 			}
-			if now.Sub(last) >= quiet {
-				return true
-			}
+		}
+		if !now.Before(lagEnd) && e.proxy.Pending() == 0 && now.Sub(lastWrite) >= quiet {
+			return true
 		}
 		if now.After(deadline) {
 			return false

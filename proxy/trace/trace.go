@@ -177,6 +177,13 @@ func (l *Log) Cursor() Cursor {
 // Since returns a copy of what was recorded after c (everything, for the zero
 // Cursor or one from before a Reset).
 func (l *Log) Since(c Cursor) Trace {
+	t, _ := l.Next(c)
+	return t
+}
+
+// Next returns what was recorded after c and the cursor just past it, read
+// together, so that a caller polling the log misses nothing between calls.
+func (l *Log) Next(c Cursor) (Trace, Cursor) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.gen != l.gen {
@@ -185,7 +192,7 @@ func (l *Log) Since(c Cursor) Trace {
 	return Trace{
 		Requests: slices.Clone(l.requests[min(c.requests, len(l.requests)):]),
 		Events:   l.events.since(c.events),
-	}
+	}, Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n}
 }
 
 // Entries merges requests (by Start) and events (by Arrived) in time order.

@@ -45,6 +45,14 @@ func TestLogSinceResetAndJSONL(t *testing.T) {
 		t.Errorf("JSONL round trip (-wrote +read):\n%s", diff)
 	}
 
+	// Next reads and advances together: polling sees each entry once.
+	first, cur := l.Next(trace.Cursor{})
+	l.AddRequest(trace.Request{Client: "a", Verb: "patch", Start: t0.Add(4 * time.Second)})
+	second, _ := l.Next(cur)
+	if len(first.Requests) != 2 || len(second.Requests) != 1 || second.Requests[0].Verb != "patch" || len(second.Events) != 0 {
+		t.Errorf("Next: first %+v, then %+v", first, second)
+	}
+
 	l.Reset()
 	l.SetFate(id, trace.Dropped, time.Time{}) // a handle from before Reset must not touch the new log
 	l.AddEvent(trace.Event{Client: "b", Fate: trace.Pending})
