@@ -85,8 +85,10 @@ func Scenario(space fuzz.Space) fuzz.Scenario {
 		// About 3 s of lag, as the claim has it, within the 8 s budget.
 		Bounds: fuzz.Bounds{MaxStart: time.Second, MaxLength: 3200 * time.Millisecond, MaxLagEnd: 3500 * time.Millisecond, MaxDelay: 300 * time.Millisecond},
 		Fields: []string{"status.conditions", "reason"},
-		Quiet:  2 * MinRetryDelay * 4, // no write for longer than two backoff steps
-		Setup:  setup,
+		// Settled means no write for longer than the longest retry backoff:
+		// a source-controller that keeps retrying never counts as settled.
+		Quiet: MaxRetryDelay + 500*time.Millisecond,
+		Setup: setup,
 		Start: func(ctx context.Context, x *fuzz.Exec) error {
 			return start(ctx, x, bin)
 		},
