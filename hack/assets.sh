@@ -22,8 +22,14 @@ mkdir -p "$dir"
 log() { printf 'assets: %s\n' "$*" >&2; }
 
 # have BIN WANT: true if $dir/BIN exists and its --version output contains WANT.
+# The output is captured before it is searched: piping it into grep -q races
+# (grep exits at the first match, the binary's next write gets SIGPIPE, and
+# pipefail turns a match into a failure).
 have() {
-	[ -x "$dir/$1" ] && "$dir/$1" --version 2>/dev/null | grep -qF -- "$2"
+	local out
+	[ -x "$dir/$1" ] || return 1
+	out=$("$dir/$1" --version 2>/dev/null) || return 1
+	grep -qF -- "$2" <<<"$out"
 }
 
 # build NAME MODULE_DIR PKG [LDFLAGS]: go build PKG from MODULE_DIR into $dir/NAME,

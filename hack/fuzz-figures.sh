@@ -18,8 +18,8 @@ for i in $(seq 1 "$runs"); do
 	start=$(date +%s%N)
 	out=$(cd "$work" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$budget" -fuzzminimizetime=10x -parallel=1 "$pkg" 2>&1 || true)
 	t=$(awk -v ns=$(($(date +%s%N) - start)) 'BEGIN {printf "%.1f", ns / 1e9}')
-	if echo "$out" | grep -q -- '--- FAIL'; then
-		echo "run $i: finding after ${t}s: $(echo "$out" | grep -m1 'schedule:' | sed 's/^ *//')"
+	if grep -q -- '--- FAIL' <<<"$out"; then
+		echo "run $i: finding after ${t}s: $(grep -m1 'schedule:' <<<"$out" | sed 's/^ *//')"
 		times+=("$t")
 	else
 		echo "run $i: no finding within $budget"
