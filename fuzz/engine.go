@@ -74,6 +74,9 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 	if err := s.Bounds.orDefault().fits(); err != nil {
 		return nil, fmt.Errorf("scenario %q: %w", s.Name, err)
 	}
+	if err := s.validQuiet(); err != nil {
+		return nil, fmt.Errorf("scenario %q: %w", s.Name, err)
+	}
 	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}}
 	if e.scheme == nil {
 		e.scheme = clientgoscheme.Scheme
@@ -233,10 +236,7 @@ func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr erro
 // client wrote and no event was held; false if that did not happen within
 // SettleBudget after the lag ended.
 func (e *Env) settle(ctx context.Context, x *Exec, lagEnd time.Time, budget time.Duration) bool {
-	quiet := e.s.Quiet
-	if quiet == 0 {
-		quiet = DefaultQuiet
-	}
+	quiet := e.s.quiet()
 	deadline := lagEnd.Add(budget)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()

@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -91,7 +92,10 @@ type Scenario struct {
 	Features func(res *Result) []string
 
 	// Quiet is how long no writes and no held events must last for the run
-	// to count as settled. Zero: DefaultQuiet.
+	// to count as settled. Make it longer than the controllers' longest retry
+	// backoff, so that a controller waiting to retry is not called settled,
+	// and shorter than SettleBudget, so that settling is possible at all
+	// (NewEnv refuses one that is not). Zero: DefaultQuiet.
 	Quiet time.Duration
 
 	// KnownBug, when set, says the scenario is a known-bad variant kept to
@@ -108,6 +112,24 @@ type Scenario struct {
 
 // DefaultQuiet is Scenario.Quiet's default.
 const DefaultQuiet = 300 * time.Millisecond
+
+func (s Scenario) quiet() time.Duration {
+	if s.Quiet == 0 {
+		return DefaultQuiet
+	}
+	return s.Quiet
+}
+
+// validQuiet: settling needs Quiet without writes after the lag ends, within
+// SettleBudget; a Quiet that does not fit would make every run "unsettled",
+// so the stuck oracle could never fire and every slow run would be judged by
+// the convergence oracle alone.
+func (s Scenario) validQuiet() error {
+	if q := s.quiet(); q < 0 || q >= SettleBudget {
+		return fmt.Errorf("quiet period %v: want 0 < Quiet < SettleBudget (%v)", q, SettleBudget)
+	}
+	return nil
+}
 
 // Convergence says which objects must converge: every object of GVK in the
 // namespace reaches status.observedGeneration == metadata.generation and

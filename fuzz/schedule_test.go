@@ -1,9 +1,12 @@
 package fuzz
 
 import (
+	"context"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
 )
@@ -122,5 +125,21 @@ func TestBoundsFit(t *testing.T) {
 	tooLong.MaxLagEnd = Budget
 	if err := tooLong.fits(); err == nil {
 		t.Fatal("bounds whose lag alone fills the budget were accepted")
+	}
+}
+
+func TestQuietFitsSettleBudget(t *testing.T) {
+	for _, q := range []time.Duration{0, SettleBudget / 2} {
+		if err := (Scenario{Quiet: q}).validQuiet(); err != nil {
+			t.Errorf("Quiet %v: %v", q, err)
+		}
+	}
+	for _, q := range []time.Duration{SettleBudget, SettleBudget + time.Second, -time.Second} {
+		if err := (Scenario{Quiet: q}).validQuiet(); err == nil {
+			t.Errorf("Quiet %v (settle budget %v) was accepted", q, SettleBudget)
+		}
+	}
+	if _, err := NewEnv(Scenario{Name: "q", Quiet: SettleBudget, Start: func(context.Context, *Exec) error { return nil }, Drive: func(context.Context, *Exec) error { return nil }}); err == nil || !strings.Contains(err.Error(), "quiet") {
+		t.Errorf("NewEnv with a quiet period as long as the settle budget: got %v, want an error naming the quiet period", err)
 	}
 }
