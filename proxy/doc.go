@@ -1,8 +1,9 @@
 // Package proxy is the informer proxy: an HTTP proxy in front of a real
-// kube-apiserver that delays, holds or drops individual watch events per
-// client, so that a controller's informer cache goes stale while every write
-// it makes still meets the real apiserver, and every 409 Conflict it gets is
-// genuine.
+// kube-apiserver that delays, holds, drops or breaks individual watch streams
+// per client, expires re-watches, serves lists from the past and stops a
+// client between two writes, so that a controller's informer cache goes stale
+// while every write it makes still meets the real apiserver, and every 409
+// Conflict it gets is genuine.
 //
 // # Contract
 //
@@ -30,6 +31,46 @@
 //   - a Delay rule releases an event at max(release of the previous event,
 //     arrival + Delay), so order is kept and delays do not add up; a Hold
 //     rule releases it when the rule's window ends.
+//
+//   - a Break rule ends the stream just before the first event it matches:
+//     the events before it are released in order, then the stream ends
+//     cleanly; that event and everything after it on that stream are never
+//     forwarded (the client's re-watch gets them from the apiserver).
+//
+// # Faults and what causes them in a real cluster
+//
+// Every action is labelled with what does the same in a real cluster, or
+// says that nothing does (see Action):
+//
+//	Delay, Hold  a slow apiserver, network or client: events arrive late
+//	Drop         nothing: a real watch never loses an event silently
+//	Break        a watch timeout, an apiserver restart, a load balancer reset
+//	Expire       compaction, a watch cache that no longer holds the version
+//	Rewind       a LIST served by an apiserver whose watch cache lags etcd
+//	Cut          a controller killed between sending a write and its answer
+//	Freeze       nothing by itself: it stops a client between two writes so
+//	             that a harness can kill it there
+//
+// Expire and Rewind act on requests. Expire answers a matching re-watch
+// itself, with the ERROR event a kube-apiserver sends for a resourceVersion
+// its watch cache no longer holds (byte for byte, in the client's media
+// type); it never touches WatchList requests, which a real apiserver never
+// answers with 410. Rewind rewrites a matching LIST to
+// resourceVersion=R&resourceVersionMatch=Exact, so that the real apiserver
+// serves genuine old state from etcd, and refuses a matching WatchList
+// request with the 422 a kube-apiserver without the WatchList feature sends,
+// which makes client-go fall back to LIST. R is the newest resourceVersion the
+// proxy had seen, in any response or watch event, at the moment the rule
+// names. Freeze and Cut act on writes; each fires at most once per rule and
+// client, and a frozen client's requests are held unanswered, never
+// forwarded, until it goes away or Proxy.Thaw. Each such request is recorded
+// with a Fault that says what was done.
+//
+// Two facts of client-go v0.37's reflector shape what these faults do: a
+// watch that ends less than a second after it began without delivering an
+// event makes it relist rather than re-watch (VeryShortWatchError), and after
+// a 410 it relists only after its backoff (0.8 s, doubling, with jitter), so
+// the states between the last event it saw and that list are never observed.
 //
 // A stream the proxy cannot parse (an unknown media type, a frame over
 // MaxFrame, malformed bytes) is forwarded byte for byte without delay from the

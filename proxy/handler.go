@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -11,7 +12,13 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
@@ -29,7 +36,9 @@ type exchangeKey struct{}
 type exchange struct {
 	info *request.RequestInfo
 	rec  trace.Request
-	done bool // recorded already, before the client could see the response
+	done bool   // recorded already, before the client could see the response
+	act  Action // Freeze or Cut when such a rule matched (rule >= 0)
+	rule int
 }
 
 // ServeHTTP forwards one request of this client upstream and records it.
@@ -62,6 +71,62 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.rec.SentRV = c.bodyRV(r)
 	default:
 		ex.rec.SentRV = r.URL.Query().Get("resourceVersion")
+	}
+
+	ex.rule = -1
+	if p.isFrozen(c.Name) {
+		// A Freeze or Cut fired for this client: nothing more of it reaches
+		// the apiserver, and it gets no answer until it goes away.
+		<-ctx.Done()
+		ex.rec.Latency = time.Since(ex.rec.Start)
+		ex.rec.Fault = "frozen: held unanswered, never forwarded (a Freeze or Cut stopped this client)"
+		p.trace.AddRequest(ex.rec)
+		panic(http.ErrAbortHandler) // no answer at all, not an empty one
+	}
+	if v := p.rules.Load().decideRequest(requestOf(c.Name, info, r), ex.rec.Start); v.rule >= 0 {
+		ex.rule = v.rule
+		ex.rec.Rule = &v.rule
+		switch v.action {
+		case Expire:
+			rv := r.URL.Query().Get("resourceVersion")
+			oldest := or(p.clock.latest(), rv)
+			ct, frame := expiredWatch(r.Header.Get("Accept"), schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}, rv, oldest)
+			ex.rec.Fault = fmt.Sprintf("expire: answered 410 Expired (too old resource version: %s (%s)), as a kube-apiserver whose watch cache no longer holds it", rv, oldest)
+			ex.rec.Code, ex.rec.ContentType = http.StatusOK, ct
+			ex.rec.Latency = time.Since(ex.rec.Start)
+			p.trace.AddRequest(ex.rec)
+			now := time.Now()
+			p.trace.AddEvent(trace.Event{
+				Client: c.Name, Stream: p.nextID.Add(1), Resource: info.Resource, Type: "ERROR", Kind: "Status",
+				Arrived: now, Fate: trace.Released, Released: now, Rule: v.rule,
+			})
+			w.Header().Set("Content-Type", ct)
+			w.Header().Set("Transfer-Encoding", "chunked")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(frame)
+			return
+		case Rewind:
+			if info.Verb == "watch" {
+				ex.rec.Fault = "rewind: WatchList refused as by a kube-apiserver without the WatchList feature; client-go falls back to LIST"
+				ex.rec.Code = refuseWatchList(w, r, info)
+				ex.rec.Latency = time.Since(ex.rec.Start)
+				p.trace.AddRequest(ex.rec)
+				return
+			}
+			at := v.asOf
+			rv := p.clock.at(at)
+			if rv == "" {
+				ex.rec.Fault = fmt.Sprintf("rewind: no resourceVersion seen by %s; served the current state", at.Format(time.RFC3339Nano))
+				break
+			}
+			q := r.URL.Query()
+			q.Set("resourceVersion", rv)
+			q.Set("resourceVersionMatch", "Exact")
+			r.URL.RawQuery = q.Encode()
+			ex.rec.Fault = fmt.Sprintf("rewind: list served as of resourceVersion %s, the newest seen %v before the request", rv, ex.rec.Start.Sub(at).Round(time.Millisecond))
+		case Freeze, Cut:
+			ex.act = v.action
+		}
 	}
 
 	sw := &statusWriter{ResponseWriter: w}
@@ -135,12 +200,98 @@ func (c *Client) modifyResponse(resp *http.Response) error {
 			ex.rec.Fields = jsonFields(body, ct, c.p.Fields)
 		}
 	}
+	if resp.StatusCode/100 == 2 {
+		c.p.clock.observe(time.Now(), ex.rec.ReturnedRV)
+	}
+	switch ex.act {
+	case Freeze:
+		ex.rec.Fault = "freeze: answered; every later request of this client is held unanswered"
+	case Cut:
+		ex.rec.Fault = "cut: applied by the apiserver, answer withheld from the client; every later request of it is held"
+	}
 	ex.done = true
 	c.p.trace.AddRequest(ex.rec)
+	if ex.act == Freeze || ex.act == Cut {
+		c.p.frozen.Store(c.Name, true)
+	}
+	if ex.act == Cut {
+		return errCut
+	}
 	return nil
 }
 
+// errCut makes the ReverseProxy hand a Cut write to errorHandler instead of
+// forwarding its answer.
+var errCut = errors.New("proxy: answer cut")
+
+// requestOf is what request rules see of r.
+func requestOf(client string, info *request.RequestInfo, r *http.Request) call {
+	q := r.URL.Query()
+	rv := q.Get("resourceVersion")
+	return call{
+		client: client, verb: info.Verb, resource: info.Resource, subresource: info.Subresource,
+		namespace: info.Namespace, name: info.Name,
+		watchList: q.Get("sendInitialEvents") == "true",
+		resumes:   rv != "" && rv != "0",
+		continues: q.Get("continue") != "",
+	}
+}
+
+// expiredWatch returns the response a kube-apiserver sends to a watch from a
+// resourceVersion its watch cache no longer holds: the media type (from the
+// client's Accept header: protobuf when accepted, else JSON) and one watch
+// frame, an ERROR event of Status 410 Expired "too old resource version: rv
+// (oldest)", encoded as the apiserver's watch server encodes events
+// (apiserver handlers/response.go watchEncoder: the object by the negotiated
+// encoder, wrapped in a metav1.WatchEvent by the stream serializer, framed).
+func expiredWatch(accept string, gv schema.GroupVersion, rv, oldest string) (contentType string, frame []byte) {
+	status := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %s (%s)", rv, oldest)).Status()
+	si := negotiated(accept)
+	codecs := clientgoscheme.Codecs.WithoutConversion()
+	var obj, event, out bytes.Buffer
+	_ = codecs.EncoderForVersion(si.Serializer, gv).Encode(&status, &obj)
+	_ = si.StreamSerializer.Serializer.Encode(&metav1.WatchEvent{Type: "ERROR", Object: runtime.RawExtension{Raw: obj.Bytes()}}, &event)
+	_, _ = si.StreamSerializer.Framer.NewFrameWriter(&out).Write(event.Bytes())
+	contentType = si.MediaType
+	if contentType != runtime.ContentTypeJSON {
+		contentType += ";stream=watch"
+	}
+	return contentType, out.Bytes()
+}
+
+// negotiated is the serializer an apiserver answers with: protobuf when the
+// client accepts it, else JSON.
+func negotiated(accept string) runtime.SerializerInfo {
+	mediaType := runtime.ContentTypeJSON
+	if strings.Contains(accept, runtime.ContentTypeProtobuf) {
+		mediaType = runtime.ContentTypeProtobuf
+	}
+	si, _ := runtime.SerializerInfoForMediaType(clientgoscheme.Codecs.SupportedMediaTypes(), mediaType)
+	return si
+}
+
+// refuseWatchList answers a WatchList request as a kube-apiserver with the
+// WatchList feature gate off does: its validation error, a Status encoded as
+// the apiserver encodes errors (protobuf when the client accepts it, else
+// JSON), and returns the status code.
+func refuseWatchList(w http.ResponseWriter, r *http.Request, info *request.RequestInfo) int {
+	status := apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", field.ErrorList{
+		field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"),
+	}).Status()
+	si := negotiated(r.Header.Get("Accept"))
+	codecs := clientgoscheme.Codecs.WithoutConversion()
+	w.Header().Set("Content-Type", si.MediaType)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(int(status.Code))
+	_ = codecs.EncoderForVersion(si.Serializer, schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}).Encode(&status, w)
+	return int(status.Code)
+}
+
 func (c *Client) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errCut) {
+		<-r.Context().Done()        // the answer never comes; the client is killed
+		panic(http.ErrAbortHandler) // and if it is not, it gets none at all
+	}
 	if r.Context().Err() == nil {
 		c.p.Log.Info("proxy: upstream request failed", "client", c.Name, "method", r.Method, "path", r.URL.Path, "error", err.Error())
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +58,8 @@ type Proxy struct {
 	transport http.RoundTripper
 	infos     *request.RequestInfoFactory
 	rules     atomic.Pointer[ruleSet]
+	frozen    sync.Map // client name → true: a Freeze or Cut fired for it
+	clock     rvClock
 	trace     trace.Log
 	nextID    atomic.Uint64
 
@@ -205,16 +208,60 @@ func (c *Client) WriteKubeconfig(path string) error {
 	return nil
 }
 
-// SetRules atomically replaces the rules; windows are relative to mark. Events
-// already held keep the release time they were given on arrival.
+// SetRules atomically replaces the rules; windows are relative to mark.
+// Events already held keep the release time they were given on arrival.
+// Every frozen client is thawed.
 func (p *Proxy) SetRules(mark time.Time, rules ...Rule) error {
-	for i, r := range rules {
-		if err := r.Validate(); err != nil {
-			return fmt.Errorf("proxy: rule %d (%v): %w", i, r, err)
+	if err := validate(0, rules); err != nil {
+		return err
+	}
+	p.frozen.Clear()
+	p.rules.Store(newRuleSet(mark, rules))
+	return nil
+}
+
+// AddRules appends rules to those in force, under the same mark, keeping the
+// state of the rules already there (After counts, what Break and Freeze have
+// done). Their indexes (trace.Event.Rule, trace.Request.Rule) follow those of
+// the rules already in force.
+func (p *Proxy) AddRules(rules ...Rule) error {
+	for {
+		old := p.rules.Load()
+		n := 0
+		if old != nil {
+			n = len(old.rules)
+		}
+		if err := validate(n, rules); err != nil {
+			return err
+		}
+		rs := newRuleSet(time.Now(), rules)
+		if old != nil {
+			rs.mark = old.mark
+			rs.rules = append(slices.Clone(old.rules), rs.rules...)
+		}
+		if p.rules.CompareAndSwap(old, rs) {
+			return nil
 		}
 	}
-	p.rules.Store(&ruleSet{mark: mark, rules: append([]Rule(nil), rules...), matched: make([]atomic.Int64, len(rules))})
+}
+
+func validate(first int, rules []Rule) error {
+	for i, r := range rules {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("proxy: rule %d (%v): %w", first+i, r, err)
+		}
+	}
 	return nil
+}
+
+// Thaw lets a client that a Freeze or Cut stopped send requests again (its
+// replacement, after a restart). Requests it sent while frozen stay
+// unanswered.
+func (p *Proxy) Thaw(client string) { p.frozen.Delete(client) }
+
+func (p *Proxy) isFrozen(client string) bool {
+	_, ok := p.frozen.Load(client)
+	return ok
 }
 
 // Trace is the log of every request and watch event through the proxy.

@@ -4,22 +4,79 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Action is what a Rule does to the watch events it matches.
+// Action is what a Rule does. Delay, Hold, Drop and Break act on the watch
+// events a rule matches; Expire and Rewind on the watch and list requests it
+// matches; Freeze and Cut on the write requests it matches. Each action's
+// comment says what in a real cluster does the same, or that nothing does.
 type Action int
 
 const (
 	// Delay releases a matching event Rule.Delay after it arrived (but never
-	// before an earlier event of the same stream).
+	// before an earlier event of the same stream). Real cause: a slow or
+	// overloaded apiserver, a congested network, a client that reads slowly.
 	Delay Action = iota
 	// Hold releases a matching event when the rule's window ends (at the mark
-	// plus Rule.To).
+	// plus Rule.To). Real cause: the same as Delay, for longer.
 	Hold
-	// Drop never forwards a matching event; the stream stays open.
+	// Drop never forwards a matching event; the stream stays open. No real
+	// cluster does this: an apiserver never skips an event on an open stream,
+	// and client-go's reflector never misses one without relisting. Drop
+	// models silent loss, and findings that need it say so.
 	Drop
+	// Break ends the client's watch stream cleanly just before the first
+	// matching event: the events before it are released in order, then the
+	// stream ends; neither that event nor anything after it on that stream is
+	// forwarded. Each rule breaks a given client's watch of a given resource
+	// at most once, so the re-watch (client-go's reflector re-watches at once
+	// from the last resourceVersion it saw) meets the apiserver's own replay
+	// of what it missed. Real cause: the apiserver's watch timeout, an
+	// apiserver restart, a load balancer resetting an idle connection.
+	Break
+	// Expire makes the client's matching watch requests that resume from a
+	// resourceVersion (not WatchList requests, which an apiserver never
+	// answers with 410) meet the apiserver's own 410 Expired: the proxy
+	// rewrites resourceVersion to 1, older than any watch cache holds, and
+	// the real apiserver answers with a "too old resource version" ERROR
+	// event, which is forwarded as it is. client-go's reflector then relists
+	// after its backoff (0.8 s and more), and the states between the last
+	// event it saw and that list are never observed. Matched by request time
+	// on Client, Resource and Namespace. Real cause: etcd compaction, a watch
+	// cache whose window no longer holds the client's resourceVersion (after
+	// a long disconnect, or on another apiserver).
+	Expire
+	// Rewind serves the client's matching LIST requests from the past: the
+	// proxy rewrites them to resourceVersion=R&resourceVersionMatch=Exact, so
+	// the real apiserver answers with genuine old state from etcd, where R is
+	// the newest resourceVersion the proxy had seen (in any response or watch
+	// event, of any client) Rule.Ago before the request, or at the window's
+	// start when Ago is zero. The watch that follows starts at R and the
+	// apiserver replays forward from there. A WatchList request
+	// (sendInitialEvents=true) in the window cannot be served from the past,
+	// so the proxy refuses it the way a kube-apiserver without the WatchList
+	// feature does (422 Invalid, its exact Status), and client-go falls back
+	// to LIST (reflector.go ListAndWatchWithContext). Real cause: a LIST with
+	// resourceVersion=0 (the reflector's initial list without WatchList, and
+	// its fallback) served from the watch cache of an apiserver that lags
+	// etcd, as in an HA control plane after a restart or partition.
+	Rewind
+	// Freeze lets the matching write through and delivers its answer, and
+	// from then on holds every later request of the client unanswered (never
+	// forwarded) until the client goes away. No real cluster does this: it is
+	// how a harness stops a controller exactly between two writes, before
+	// killing it (an OOM kill, an eviction, a rollout). Requests already in
+	// flight when it fires are answered.
+	Freeze
+	// Cut forwards the matching write, records the apiserver's answer, and
+	// withholds it from the client, then freezes the client as Freeze does:
+	// the write is applied, and the client never learns it was. Real cause:
+	// a controller killed, or its connection lost, after sending a write and
+	// before reading the response.
+	Cut
 )
 
 func (a Action) String() string {
@@ -30,51 +87,94 @@ func (a Action) String() string {
 		return "hold"
 	case Drop:
 		return "drop"
+	case Break:
+		return "break"
+	case Expire:
+		return "expire"
+	case Rewind:
+		return "rewind"
+	case Freeze:
+		return "freeze"
+	case Cut:
+		return "cut"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
 
-// Rule selects watch events and says what to do with them. Every empty
-// selector matches anything. An event is matched against the rules in force
-// when it arrives at the proxy; the first rule that matches decides its fate,
-// which later rule changes do not revisit.
+// onEvents reports whether a acts on watch events (else on requests).
+func (a Action) onEvents() bool { return a <= Break }
+
+// onWrites reports whether a acts on write requests.
+func (a Action) onWrites() bool { return a == Freeze || a == Cut }
+
+// Rule selects watch events or requests and says what to do with them. Every
+// empty selector matches anything. An event is matched against the rules in
+// force when it arrives at the proxy, a request when it arrives; the first
+// rule of the right kind that matches decides, and later rule changes do not
+// revisit the decision.
 type Rule struct {
 	// Client is the name given to Proxy.Client. Empty: every client.
 	Client string
-	// Resource is the plural resource of the watch request ("configmaps",
-	// "gitrepositories"). Empty: every resource.
+	// Resource is the plural resource of the request ("configmaps",
+	// "gitrepositories"); for events, of their watch request. Empty: every
+	// resource.
 	Resource string
-	// Namespace and Name are the event object's. Empty: any.
+	// Namespace and Name are the event object's, or the request's. Empty:
+	// any.
 	Namespace, Name string
 	// Types lists event types (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR).
-	// Empty: every type.
+	// Empty: every type. Only for actions on events.
 	Types []string
+	// Verbs lists the write verbs (create, update, patch, delete,
+	// deletecollection) Freeze and Cut match. Empty: every write.
+	Verbs []string
+	// Subresource is the write's subresource ("status") for Freeze and Cut;
+	// "-" matches writes to the main resource only. Empty: any.
+	Subresource string
 	// From and To bound the window, relative to the mark given to SetRules, in
-	// which an event must arrive to match: mark+From <= arrival < mark+To.
-	// To zero means the window never ends (not allowed for Hold).
+	// which an event must arrive (a request must start) to match:
+	// mark+From <= arrival < mark+To. To zero means the window never ends
+	// (not allowed for Hold).
 	From, To time.Duration
-	// Action is what happens to a matching event; Delay is the zero value.
+	// Action is what happens to a match; Delay is the zero value.
 	Action Action
 	// Delay is how long Delay holds each event. Zero: not at all.
 	Delay time.Duration
-	// After lets the first After events the rule matches (counted over
-	// every stream, from SetRules on) pass as if it did not match: it places
-	// a stall right after a given write of the controller's own, whatever
-	// the timing. Zero: the rule applies from its first match.
+	// Ago is, for Rewind, how far before each request its list is served.
+	// Zero: as of the window's start.
+	Ago time.Duration
+	// After lets the first After matches (counted over every stream, from
+	// SetRules on) pass as if the rule did not match: it places a stall right
+	// after a given write of the controller's own, whatever the timing, or a
+	// Freeze right after the client's After+1st write. Zero: the rule applies
+	// from its first match.
 	After int
 }
 
 func (r Rule) String() string {
 	s := r.Action.String()
-	if r.Action == Delay {
+	switch r.Action {
+	case Delay:
 		s += " " + r.Delay.String()
+	case Rewind:
+		if r.Ago > 0 {
+			s += " " + r.Ago.String()
+		} else {
+			s += " to the window's start"
+		}
 	}
 	s += " " + or(r.Resource, "*")
+	if r.Subresource != "" {
+		s += "/" + r.Subresource
+	}
 	if r.Namespace != "" || r.Name != "" {
 		s += " " + or(r.Namespace, "*") + "/" + or(r.Name, "*")
 	}
 	if len(r.Types) > 0 {
 		s += fmt.Sprintf(" %v", r.Types)
+	}
+	if len(r.Verbs) > 0 {
+		s += fmt.Sprintf(" %v", r.Verbs)
 	}
 	if r.After > 0 {
 		s += fmt.Sprintf(" after the first %d", r.After)
@@ -96,62 +196,160 @@ func or(s, dflt string) string {
 }
 
 // Validate reports whether the rule is well formed: a known action, no
-// negative durations, a non-empty window, and an end for Hold.
+// negative durations, a non-empty window, an end for Hold, and selectors that
+// fit the action.
 func (r Rule) Validate() error {
 	switch {
-	case r.Action < Delay || r.Action > Drop:
+	case r.Action < Delay || r.Action > Cut:
 		return fmt.Errorf("unknown action %d", int(r.Action))
-	case r.From < 0 || r.To < 0 || r.Delay < 0 || r.After < 0:
+	case r.From < 0 || r.To < 0 || r.Delay < 0 || r.After < 0 || r.Ago < 0:
 		return errors.New("negative duration or count")
 	case r.To != 0 && r.To <= r.From:
 		return fmt.Errorf("window t+%v–%v is empty", r.From, r.To)
 	case r.Action == Hold && r.To == 0:
 		return errors.New("hold needs a window end (To)")
+	case !r.Action.onEvents() && len(r.Types) > 0:
+		return fmt.Errorf("%v acts on requests: event Types do not apply", r.Action)
+	case !r.Action.onWrites() && (len(r.Verbs) > 0 || r.Subresource != ""):
+		return fmt.Errorf("%v: Verbs and Subresource apply to freeze and cut only", r.Action)
 	}
 	return nil
 }
 
 // ruleSet is an immutable set of rules with their mark; the proxy swaps it
-// atomically.
+// atomically. The rules' own state (how often each matched, what it broke or
+// froze) lives in ruleState, which AddRules carries over.
 type ruleSet struct {
-	mark    time.Time
-	rules   []Rule
-	matched []atomic.Int64 // per rule, for After
+	mark  time.Time
+	rules []*ruleState
 }
 
-// event is what rules match on.
+type ruleState struct {
+	Rule
+	matched atomic.Int64 // for After
+	fired   sync.Map     // Break: "client|resource"; Freeze, Cut: client. At most once each.
+}
+
+func newRuleSet(mark time.Time, rules []Rule) *ruleSet {
+	rs := &ruleSet{mark: mark}
+	for _, r := range rules {
+		rs.rules = append(rs.rules, &ruleState{Rule: r})
+	}
+	return rs
+}
+
+// event is what event rules match on.
 type event struct {
 	client, resource, typ, namespace, name string
 }
 
-// decide returns the index of the first rule matching e arriving at t, and the
-// time at which e may be released (ignoring ordering), or drop. No match: -1
-// and t.
-func (rs *ruleSet) decide(e event, t time.Time) (rule int, release time.Time, drop bool) {
-	if rs == nil {
-		return -1, t, false
-	}
+// verdict is a rule's decision about an event or a request.
+type verdict struct {
+	rule    int       // index of the deciding rule; -1 for none
+	action  Action    // meaningful when rule >= 0
+	release time.Time // events: when it may be released (ignoring order)
+	asOf    time.Time // Rewind: the moment whose state a list is served at
+}
+
+func (rs *ruleSet) inWindow(r *ruleState, t time.Time, client, resource, namespace, name string) bool {
 	since := t.Sub(rs.mark)
+	return since >= r.From && (r.To == 0 || since < r.To) &&
+		(r.Client == "" || r.Client == client) &&
+		(r.Resource == "" || r.Resource == resource) &&
+		(r.Namespace == "" || r.Namespace == namespace) &&
+		(r.Name == "" || r.Name == name)
+}
+
+// after counts a match for r and reports whether it is past r.After.
+func (r *ruleState) after() bool {
+	return r.After == 0 || r.matched.Add(1) > int64(r.After)
+}
+
+// decide returns the verdict of the first event rule matching e arriving at
+// t. No match: rule -1 and release t.
+func (rs *ruleSet) decide(e event, t time.Time) verdict {
+	if rs == nil {
+		return verdict{rule: -1, release: t}
+	}
 	for i, r := range rs.rules {
-		if since < r.From || (r.To > 0 && since >= r.To) ||
-			(r.Client != "" && r.Client != e.client) ||
-			(r.Resource != "" && r.Resource != e.resource) ||
-			(r.Namespace != "" && r.Namespace != e.namespace) ||
-			(r.Name != "" && r.Name != e.name) ||
-			(len(r.Types) > 0 && !slices.Contains(r.Types, e.typ)) {
+		if !r.Action.onEvents() || !rs.inWindow(r, t, e.client, e.resource, e.namespace, e.name) ||
+			(len(r.Types) > 0 && !slices.Contains(r.Types, e.typ)) || !r.after() {
 			continue
 		}
-		if r.After > 0 && rs.matched[i].Add(1) <= int64(r.After) {
+		v := verdict{rule: i, action: r.Action, release: t}
+		switch r.Action {
+		case Hold:
+			v.release = rs.mark.Add(r.To)
+		case Delay:
+			v.release = t.Add(r.Delay)
+		case Break:
+			if _, done := r.fired.LoadOrStore(e.client+"|"+e.resource, true); done {
+				continue // this watch was broken once already: the replay passes
+			}
+		}
+		return v
+	}
+	return verdict{rule: -1, release: t}
+}
+
+// call is what request rules match on.
+type call struct {
+	client, verb, resource, subresource, namespace, name string
+	watchList bool // a watch with sendInitialEvents=true
+	resumes   bool // a watch from a resourceVersion (not "" or "0")
+	continues bool // a list page after the first
+}
+
+// decideRequest returns the verdict of the first request rule matching q
+// starting at t. No match: rule -1.
+func (rs *ruleSet) decideRequest(q call, t time.Time) verdict {
+	if rs == nil {
+		return verdict{rule: -1}
+	}
+	for i, r := range rs.rules {
+		if r.Action.onEvents() || !rs.inWindow(r, t, q.client, q.resource, q.namespace, q.name) {
 			continue
 		}
 		switch r.Action {
-		case Drop:
-			return i, t, true
-		case Hold:
-			return i, rs.mark.Add(r.To), false
-		default:
-			return i, t.Add(r.Delay), false
+		case Expire:
+			if q.verb != "watch" || q.watchList || !q.resumes {
+				continue
+			}
+		case Rewind:
+			if !(q.verb == "list" && !q.continues) && !(q.verb == "watch" && q.watchList) {
+				continue
+			}
+		case Freeze, Cut:
+			if !isWrite(q.verb) || (len(r.Verbs) > 0 && !slices.Contains(r.Verbs, q.verb)) ||
+				(r.Subresource == "-" && q.subresource != "") ||
+				(r.Subresource != "" && r.Subresource != "-" && r.Subresource != q.subresource) {
+				continue
+			}
+			if _, done := r.fired.Load(q.client); done {
+				continue
+			}
 		}
+		if !r.after() {
+			continue
+		}
+		if r.Action.onWrites() {
+			if _, done := r.fired.LoadOrStore(q.client, true); done {
+				continue
+			}
+		}
+		v := verdict{rule: i, action: r.Action, asOf: rs.mark.Add(r.From)}
+		if r.Ago > 0 {
+			v.asOf = t.Add(-r.Ago)
+		}
+		return v
 	}
-	return -1, t, false
+	return verdict{rule: -1}
+}
+
+func isWrite(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
 }

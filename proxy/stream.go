@@ -68,7 +68,13 @@ func (s *stream) pump(fr *watchframe.Reader) {
 		f, err := fr.Next()
 		if len(f.Raw) > 0 {
 			if err == nil {
-				s.admit(f)
+				if broken := s.admit(f); broken {
+					// A Break: what is queued is released in order, then
+					// the stream ends as a watch timeout ends it.
+					_ = s.upstream.Close()
+					s.end(io.EOF)
+					return
+				}
 			} else {
 				s.enqueueRaw(f.Raw)
 			}
@@ -86,25 +92,31 @@ func (s *stream) pump(fr *watchframe.Reader) {
 	}
 }
 
-// admit decides an event's fate by the rules in force and queues it.
-func (s *stream) admit(f watchframe.Frame) {
+// admit decides an event's fate by the rules in force and queues it; true if
+// a Break rule ends the stream before it.
+func (s *stream) admit(f watchframe.Frame) (broken bool) {
 	now := time.Now()
 	m := f.Meta
-	rule, release, drop := s.c.p.rules.Load().decide(event{
+	s.c.p.clock.observe(now, m.ResourceVersion)
+	v := s.c.p.rules.Load().decide(event{
 		client: s.c.Name, resource: s.resource, typ: m.Type, namespace: m.Namespace, name: m.Name,
 	}, now)
 	ev := trace.Event{
 		Client: s.c.Name, Stream: s.id, Resource: s.resource, Type: m.Type, Kind: m.Kind,
 		Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
-		InitialEnd: m.InitialEventsEnd, Arrived: now, Fate: trace.Pending, Rule: rule,
+		InitialEnd: m.InitialEventsEnd, Arrived: now, Fate: trace.Pending, Rule: v.rule,
 	}
-	if drop {
+	if v.rule >= 0 && (v.action == Drop || v.action == Break) {
 		ev.Fate = trace.Dropped
+		if v.action == Break {
+			ev.Fate = trace.Broken
+		}
 		s.c.p.trace.AddEvent(ev)
-		return
+		return v.action == Break
 	}
 	id := s.c.p.trace.AddEvent(ev)
-	s.enqueue(pending{raw: f.Raw, release: release, id: id, traced: true})
+	s.enqueue(pending{raw: f.Raw, release: v.release, id: id, traced: true})
+	return false
 }
 
 func (s *stream) enqueueRaw(b []byte) {

@@ -130,6 +130,16 @@ func (e *Environment) Start() (retErr error) {
 		return fmt.Errorf("unable to start control plane from %s: %w", dir, err)
 	}
 	e.Config = cfg
+	// envtest always writes webhook serving certificates to a fresh
+	// $TMPDIR/envtest-serving-certs-* directory, and only its Stop removes it:
+	// a killed process would leave it behind. No webhook runs here, so
+	// nothing reads them: remove the directory now.
+	if certs := env.WebhookInstallOptions.LocalServingCertDir; certs != "" {
+		env.WebhookInstallOptions.LocalServingCertDir = ""
+		if err := os.RemoveAll(certs); err != nil {
+			return fmt.Errorf("unable to remove envtest's webhook certificate directory %s: %w", certs, err)
+		}
+	}
 	return nil
 }
 

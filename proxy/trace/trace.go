@@ -37,6 +37,13 @@ type Request struct {
 	// ContentType is the response's media type, for watches: it tells JSON
 	// from protobuf streams.
 	ContentType string `json:"contentType,omitempty"`
+	// Fault says what the proxy did to this request beyond forwarding it
+	// (a rule's Expire, Rewind, Freeze or Cut), in words; empty when it
+	// forwarded it untouched.
+	Fault string `json:"fault,omitempty"`
+	// Rule is the index of the rule that decided Fault; -1 or absent for
+	// none.
+	Rule *int `json:"rule,omitempty"`
 }
 
 // Fate is what became of a watch event.
@@ -46,6 +53,7 @@ const (
 	Pending  Fate = "pending"  // held or delayed at the proxy, not yet released
 	Released Fate = "released" // handed to the client's connection
 	Dropped  Fate = "dropped"  // never forwarded (a Drop rule)
+	Broken   Fate = "broken"   // its stream was ended just before it (a Break rule); a re-watch replays it
 	Aborted  Fate = "aborted"  // the stream ended while it was pending
 )
 
