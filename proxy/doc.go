@@ -24,17 +24,13 @@
 //   - the events a client receives are a subsequence of those the apiserver
 //     sent, in the same order: nothing overtakes a held event, not later
 //     events, not BOOKMARKs, not ERRORs;
-//
 //   - an event a Drop rule matches is never forwarded, and the stream stays
 //     open;
-//
 //   - an event no rule matches is forwarded as soon as everything before it
 //     has been;
-//
 //   - a Delay rule releases an event at max(release of the previous event,
 //     arrival + Delay), so order is kept and delays do not add up; a Hold
-//     rule releases it when the rule's window ends.
-//
+//     rule releases it when the rule's window ends;
 //   - a Break rule ends the stream just before the first event it matches:
 //     the events before it are released in order, then the stream ends
 //     cleanly; that event and everything after it on that stream are never

@@ -295,9 +295,10 @@ func (rs *ruleSet) decide(e event, t time.Time) verdict {
 // call is what request rules match on.
 type call struct {
 	client, verb, resource, subresource, namespace, name string
-	watchList                                            bool // a watch with sendInitialEvents=true
-	resumes                                              bool // a watch from a resourceVersion (not "" or "0")
-	continues                                            bool // a list page after the first
+
+	watchList bool // a watch with sendInitialEvents=true
+	resumes   bool // a watch from a resourceVersion (not "" or "0")
+	continues bool // a list page after the first
 }
 
 // decideRequest returns the verdict of the first request rule matching q
