@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,7 +72,7 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 	if s.Start == nil || s.Drive == nil {
 		return nil, fmt.Errorf("scenario %q: Start and Drive are required", s.Name)
 	}
-	if err := s.Bounds.orDefault().fits(); err != nil {
+	if err := s.Bounds.orDefault().fits(s.Space); err != nil {
 		return nil, fmt.Errorf("scenario %q: %w", s.Name, err)
 	}
 	if err := s.validQuiet(); err != nil {
@@ -202,12 +203,19 @@ func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr erro
 	}
 	x.mark = time.Now()
 	res.Mark = x.mark
-	rules := make([]proxy.Rule, 0, len(sched.Steps))
-	for _, st := range sched.Steps {
-		rules = append(rules, st.Rule(ns))
+	var rules []proxy.Rule
+	restartOf := map[int]int{} // rule index → restart step index
+	for i, st := range sched.Steps {
+		if st.IsRestart() {
+			restartOf[len(rules)] = i
+		}
+		rules = append(rules, st.Rules(ns)...)
 	}
 	if err := e.proxy.SetRules(x.mark, rules...); err != nil {
 		return res, harness("set rules: %w", err)
+	}
+	if len(restartOf) > 0 {
+		x.Go("restarts", func(ctx context.Context) error { return e.restarts(ctx, x, restartOf) })
 	}
 	dctx, dcancel := context.WithTimeout(xctx, DriveBudget*e.slack)
 	err = e.s.Drive(dctx, x)
@@ -217,7 +225,16 @@ func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr erro
 	}
 
 	lagEnd := x.mark.Add(sched.LagEnd())
-	res.Settled = e.settle(ctx, x, lagEnd, SettleBudget*e.slack)
+	deadline := lagEnd
+	for _, st := range sched.Steps {
+		if st.IsFault() {
+			deadline = maxTime(deadline, x.mark.Add(st.End()+e.s.Bounds.orDefault().faultAllowance(Realistic)))
+		}
+	}
+	res.Settled = e.settle(ctx, x, lagEnd, deadline.Add(SettleBudget*e.slack))
+	x.mu.Lock()
+	res.Restarts = slices.Clone(x.restarts)
+	x.mu.Unlock()
 	if err := x.err(); err != nil {
 		return res, harness("%w", err)
 	}
@@ -232,28 +249,137 @@ func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr erro
 	return res, nil
 }
 
+// restarts restarts a client whenever one of its restart steps' Freeze or
+// Cut rules fires (the proxy has then frozen it right after, or instead of
+// answering, the write), within RestartBudget each. With a Lag, the new
+// instance reconnects to a lagging apiserver: its lists are served Lag in
+// the past and its events come Lag late, until it has synced.
+func (e *Env) restarts(ctx context.Context, x *Exec, restartOf map[int]int) error {
+	var cur trace.Cursor
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for len(restartOf) > 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		var tr trace.Trace
+		tr, cur = e.proxy.Trace().Next(cur)
+		for _, r := range tr.Requests {
+			if r.Rule == nil || !(strings.HasPrefix(r.Fault, "freeze:") || strings.HasPrefix(r.Fault, "cut:")) {
+				continue
+			}
+			i, ok := restartOf[*r.Rule]
+			if !ok {
+				continue
+			}
+			delete(restartOf, *r.Rule)
+			if err := e.restartStep(ctx, x, i, r.Start.Add(r.Latency), r.ReturnedRV); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// restartStep restarts the client of step, whose write was answered (or
+// withheld) at fired with resourceVersion rv. With a Lag, the new instance
+// reconnects to an apiserver that has not yet seen that write: its lists are
+// served at rv-1, and its events come Lag late, while it syncs.
+func (e *Env) restartStep(ctx context.Context, x *Exec, step int, fired time.Time, rv string) error {
+	st := x.Schedule.Steps[step]
+	x.mu.Lock()
+	x.restarting++
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		x.restarting--
+		x.mu.Unlock()
+	}()
+	rctx, cancel := context.WithTimeout(ctx, RestartBudget*e.slack)
+	defer cancel()
+	var addErr error
+	stopped, err := x.restart(rctx, st.Client, func() {
+		if st.Lag <= 0 {
+			return
+		}
+		n, err := strconv.ParseUint(rv, 10, 64)
+		if err != nil || n < 2 {
+			addErr = fmt.Errorf("the write that fired it returned resourceVersion %q: cannot list from before it", rv)
+			return
+		}
+		now := time.Since(x.mark)
+		addErr = e.proxy.AddRules(
+			proxy.Rule{Client: st.Client, Namespace: x.Namespace, Action: proxy.Rewind, ResourceVersion: strconv.FormatUint(n-1, 10), From: now, To: now + RestartBudget},
+			proxy.Rule{Client: st.Client, Namespace: x.Namespace, Action: proxy.Delay, Delay: st.Lag, From: now, To: now + RestartBudget},
+		)
+	})
+	if err == nil {
+		err = addErr
+	}
+	if err != nil {
+		return fmt.Errorf("restart step %s: %w", st, err)
+	}
+	ready := time.Now()
+	x.mu.Lock()
+	x.restarts = append(x.restarts, Restart{Client: st.Client, Step: step, Fired: fired, Stopped: stopped, Ready: ready, Lag: st.Lag})
+	x.lagUntil = maxTime(x.lagUntil, ready.Add(st.Lag))
+	x.mu.Unlock()
+	return nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // settle waits until the lag is over and then until, for the quiet period, no
-// client wrote and no event was held; false if that did not happen within
-// SettleBudget after the lag ended.
-func (e *Env) settle(ctx context.Context, x *Exec, lagEnd time.Time, budget time.Duration) bool {
+// client wrote and no event was held; false if that did not happen by
+// deadline. The lag is over once the schedule's windows have ended, no
+// restart is under way or lagging, and every watch a fault ended (a Break, a
+// 410) has been opened again: a reflector waiting for its relist backoff is
+// not settled, only quiet.
+func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) bool {
 	quiet := e.s.quiet()
-	deadline := lagEnd.Add(budget)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
 	// Each tick reads only what the trace recorded since the last one, and
-	// keeps the end of the newest write.
+	// keeps the end of the newest write and which watches are down.
 	var seen trace.Cursor
 	lastWrite := lagEnd
+	down := map[string]time.Time{} // client|resource → when a fault ended its watch
 	for {
 		now := time.Now()
 		var newer trace.Trace
 		newer, seen = e.proxy.Trace().Next(seen)
 		for _, r := range newer.Requests {
-			if end := r.Start.Add(r.Latency); isWrite(r.Verb) && end.After(lastWrite) {
+			if end := r.Start.Add(r.Latency); isWrite(r.Verb) && r.Code != 0 && end.After(lastWrite) {
 				lastWrite = end
 			}
+			if r.Verb != "watch" {
+				continue
+			}
+			key := r.Client + "|" + r.Resource
+			switch {
+			case strings.HasPrefix(r.Fault, "expire:"):
+				down[key] = maxTime(down[key], r.Start)
+			case r.Code == 200 && r.Fault == "" && !r.Start.Before(down[key]):
+				delete(down, key)
+			}
 		}
-		if !now.Before(lagEnd) && e.proxy.Pending() == 0 && now.Sub(lastWrite) >= quiet {
+		for _, ev := range newer.Events {
+			if ev.Fate == trace.Broken {
+				key := ev.Client + "|" + ev.Resource
+				down[key] = maxTime(down[key], ev.Arrived)
+			}
+		}
+		x.mu.Lock()
+		over := !now.Before(maxTime(lagEnd, x.lagUntil)) && x.restarting == 0
+		x.mu.Unlock()
+		if over && len(down) == 0 && e.proxy.Pending() == 0 && now.Sub(lastWrite) >= quiet {
 			return true
 		}
 		if now.After(deadline) {

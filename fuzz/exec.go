@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,11 +42,36 @@ type Exec struct {
 	mark time.Time
 	ctx  context.Context
 
-	mu     sync.Mutex
-	wg     sync.WaitGroup
-	errs   []error
-	cmds   []*exec.Cmd
-	timers []*time.Timer
+	mu          sync.Mutex
+	wg          sync.WaitGroup
+	errs        []error
+	procs       []*process
+	timers      []*time.Timer
+	controllers map[string]*controller // by proxy client name
+	started     map[string]trace.Cursor // where each client's latest start begins in the trace
+	restarts    []Restart
+	restarting  int       // restarts under way
+	lagUntil    time.Time // a restart's lagging apiserver catches up then
+}
+
+// controller is one restartable controller of the execution, running as one
+// proxy client.
+type controller struct {
+	stop  func() error                    // ends this instance; returns once it is gone
+	start func(ctx context.Context) error // starts a fresh one (which registers itself)
+}
+
+// Restart is one controller restart an execution made.
+type Restart struct {
+	Client string
+	// Step is the schedule step that asked for it; -1 for Exec.Restart
+	// called by the scenario.
+	Step int
+	// Fired is when the write it follows was answered (or withheld), Stopped
+	// when the old instance was gone, Ready when the new one had synced.
+	Fired, Stopped, Ready time.Time
+	// Lag is how far behind the apiserver it reconnected to was.
+	Lag time.Duration
 }
 
 // Knob returns the fuzzer's choice for a declared knob.
@@ -74,17 +100,29 @@ func (x *Exec) Kubeconfig(clientName string) (string, error) {
 // Fixture is what Scenario.Setup returned for this process.
 func (x *Exec) Fixture() any { return x.env.fixture }
 
-// WaitForWatch waits until the named client's watch of resource has delivered
-// its initial events (the WatchList bookmark k8s.io/initial-events-end was
-// released to it): the moment an out-of-process controller's cache has
-// synced, seen from the proxy.
+// WaitForWatch waits until the named client's watch of resource has synced
+// since the client's latest start (or restart): the WatchList bookmark
+// k8s.io/initial-events-end was released to it, or, when it lists instead
+// (no WatchList, or WatchList refused), its LIST was answered. It is the
+// moment an out-of-process controller's cache has synced, seen from the
+// proxy. It reads only the trace recorded since its last poll.
 func (x *Exec) WaitForWatch(ctx context.Context, clientName, resource string) error {
+	x.mu.Lock()
+	cur := x.started[clientName]
+	x.mu.Unlock()
 	err := wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
 		if err := x.err(); err != nil {
 			return false, err // a controller already died
 		}
-		for _, ev := range x.env.proxy.Trace().Since(trace.Cursor{}).Events {
+		var tr trace.Trace
+		tr, cur = x.env.proxy.Trace().Next(cur)
+		for _, ev := range tr.Events {
 			if ev.Client == clientName && ev.Resource == resource && ev.InitialEnd && ev.Fate == trace.Released {
+				return true, nil
+			}
+		}
+		for _, r := range tr.Requests {
+			if r.Client == clientName && r.Resource == resource && r.Verb == "list" && r.Code == 200 {
 				return true, nil
 			}
 		}
@@ -94,6 +132,52 @@ func (x *Exec) WaitForWatch(ctx context.Context, clientName, resource string) er
 		return fmt.Errorf("%s never synced its %s watch: %w", clientName, resource, err)
 	}
 	return nil
+}
+
+// Restart stops the controller running as the named client and starts a
+// fresh one in its place: an in-process manager is stopped and started again
+// with fresh caches, an out-of-process controller is SIGKILLed and executed
+// again with the same arguments, environment and kubeconfig. It returns once
+// the new instance has synced (StartManager's and WaitForWatch's meaning). A
+// client that a proxy Freeze or Cut stopped is thawed once the old instance
+// is gone, never before.
+func (x *Exec) Restart(ctx context.Context, clientName string) error {
+	_, err := x.restart(ctx, clientName, nil)
+	return err
+}
+
+// restart is Restart with a hook run between the old instance's end and the
+// new one's start; it returns when the old one was gone.
+func (x *Exec) restart(ctx context.Context, clientName string, between func()) (stopped time.Time, err error) {
+	x.mu.Lock()
+	c := x.controllers[clientName]
+	x.mu.Unlock()
+	if c == nil {
+		return stopped, fmt.Errorf("unable to restart %q: no controller runs as that client (start it with StartManager or Command, named for its proxy client)", clientName)
+	}
+	if err := c.stop(); err != nil {
+		return stopped, fmt.Errorf("unable to stop %s for its restart: %w", clientName, err)
+	}
+	stopped = time.Now()
+	x.env.proxy.Thaw(clientName)
+	if between != nil {
+		between()
+	}
+	if err := c.start(ctx); err != nil {
+		return stopped, fmt.Errorf("unable to start %s again: %w", clientName, err)
+	}
+	return stopped, nil
+}
+
+// register records a freshly started controller instance and where its part
+// of the trace begins.
+func (x *Exec) register(clientName string, c *controller, since trace.Cursor) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.controllers == nil {
+		x.controllers, x.started = map[string]*controller{}, map[string]trace.Cursor{}
+	}
+	x.controllers[clientName], x.started[clientName] = c, since
 }
 
 // Dir is a directory private to this execution, removed after it.
@@ -133,24 +217,115 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 
 // Command starts a child process that the execution owns: it runs in its own
 // process group, which is killed when the execution ends, and it gets SIGKILL
-// if this process dies first (Pdeathsig).
+// if this process dies first (Pdeathsig). name is the proxy client it runs
+// as: a restart of that client SIGKILLs it and executes it again with the
+// same path, arguments, environment, directory and output files (Command
+// keeps its own copies of cmd's output files, so the caller may close its
+// own after Command returns). Its exit before the execution ends, other than
+// by a restart, is a harness error.
 func (x *Exec) Command(name string, cmd *exec.Cmd) error {
+	since := x.env.proxy.Trace().Cursor()
+	p, err := x.startProcess(name, cmd)
+	if err != nil {
+		return err
+	}
+	x.register(name, &controller{
+		stop: p.kill,
+		start: func(ctx context.Context) error {
+			watched := x.watchedSince(name, since)
+			again := exec.Command(cmd.Path, cmd.Args[1:]...)
+			again.Env, again.Dir = cmd.Env, cmd.Dir
+			again.Stdout, again.Stderr = p.stdout, p.stderr
+			if err := x.Command(name, again); err != nil {
+				return err
+			}
+			for _, res := range watched {
+				if err := x.WaitForWatch(ctx, name, res); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}, since)
+	return nil
+}
+
+// process is one child process of the execution.
+type process struct {
+	name           string
+	cmd            *exec.Cmd
+	stdout, stderr io.Writer // the execution's own copies of cmd's output files
+	files          []*os.File
+	restarted      atomic.Bool
+	exited         chan struct{}
+}
+
+func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
+	p := &process{name: name, cmd: cmd, stdout: cmd.Stdout, stderr: cmd.Stderr, exited: make(chan struct{})}
+	// Keep the output files open for a restart, whatever the caller does
+	// with its own.
+	for _, w := range []*io.Writer{&p.stdout, &p.stderr} {
+		if f, ok := (*w).(*os.File); ok {
+			fd, err := syscall.Dup(int(f.Fd()))
+			if err != nil {
+				p.close()
+				return nil, fmt.Errorf("unable to keep the output of %s: %w", name, err)
+			}
+			dup := os.NewFile(uintptr(fd), f.Name())
+			p.files = append(p.files, dup)
+			*w = dup
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("unable to start %s: %w", name, err)
+		p.close()
+		return nil, fmt.Errorf("unable to start %s: %w", name, err)
 	}
 	x.mu.Lock()
-	x.cmds = append(x.cmds, cmd)
+	x.procs = append(x.procs, p)
 	x.mu.Unlock()
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
+		defer close(p.exited)
 		err := cmd.Wait()
-		if x.ctx.Err() == nil {
+		if x.ctx.Err() == nil && !p.restarted.Load() {
 			x.fail(fmt.Errorf("%s exited during the execution: %v", name, err))
 		}
 	}()
-	return nil
+	return p, nil
+}
+
+// kill ends the process for a restart and waits until it is gone.
+func (p *process) kill() error {
+	p.restarted.Store(true)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(RestartBudget):
+		return fmt.Errorf("%s (pid %d) still running %v after SIGKILL", p.name, p.cmd.Process.Pid, RestartBudget)
+	}
+}
+
+func (p *process) close() {
+	for _, f := range p.files {
+		_ = f.Close()
+	}
+}
+
+// watchedSince lists the resources the client watched (successfully) since
+// cur.
+func (x *Exec) watchedSince(clientName string, cur trace.Cursor) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range x.env.proxy.Trace().Since(cur).Requests {
+		if r.Client == clientName && r.Verb == "watch" && r.Code == 200 && !seen[r.Resource] {
+			seen[r.Resource] = true
+			out = append(out, r.Resource)
+		}
+	}
+	return out
 }
 
 func (x *Exec) err() error {
@@ -173,8 +348,8 @@ func (x *Exec) stop(budget time.Duration) error {
 			x.wg.Done()
 		}
 	}
-	for _, c := range x.cmds {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	for _, p := range x.procs {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	}
 	x.mu.Unlock()
 	done := make(chan struct{})
@@ -183,6 +358,9 @@ func (x *Exec) stop(budget time.Duration) error {
 	case <-done:
 	case <-time.After(budget):
 		return fmt.Errorf("controllers still running %v after their context ended", budget)
+	}
+	for _, p := range x.procs {
+		p.close()
 	}
 	return os.RemoveAll(x.dir)
 }
@@ -197,15 +375,17 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 	if err != nil {
 		return err
 	}
+	since := x.env.proxy.Trace().Cursor()
 	started := &workerStarts{n: new(atomic.Int32)}
 	mgr, err := manager.New(cfg, manager.Options{
-		Scheme:                 x.env.scheme,
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{x.Namespace: {}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Logger:                 logr.New(started),
+		Scheme:                  x.env.scheme,
+		Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{x.Namespace: {}}},
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		LeaderElection:          false,
+		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
+		Logger:                  logr.New(started),
+		GracefulShutdownTimeout: ptr.To(RestartBudget / 2),
 	})
 	if err != nil {
 		return fmt.Errorf("unable to create manager for %s: %w", clientName, err)
@@ -213,7 +393,24 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 	if err := setup(mgr); err != nil {
 		return fmt.Errorf("unable to set up manager for %s: %w", clientName, err)
 	}
-	x.Go("manager "+clientName, mgr.Start)
+	mctx, cancel := context.WithCancel(x.ctx)
+	done := make(chan struct{})
+	x.Go("manager "+clientName, func(context.Context) error {
+		defer close(done)
+		return mgr.Start(mctx)
+	})
+	x.register(clientName, &controller{
+		stop: func() error {
+			cancel()
+			select {
+			case <-done:
+				return nil
+			case <-time.After(RestartBudget):
+				return fmt.Errorf("manager %s still running %v after it was stopped", clientName, RestartBudget)
+			}
+		},
+		start: func(ctx context.Context) error { return x.StartManager(ctx, clientName, setup) },
+	}, since)
 	// A controller starts its workers only after its sources synced, and
 	// says so in its log: that is the moment it reacts to the workload.
 	err = wait.PollUntilContextCancel(ctx, 2*time.Millisecond, true, func(context.Context) (bool, error) {

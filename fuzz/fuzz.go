@@ -160,6 +160,14 @@ func Features(res *Result, extra func(*Result) []string) []string {
 	for c, n := range conflicts {
 		fs = append(fs, fmt.Sprintf("409|%s|%d", c, bucket(n)))
 	}
+	for _, r := range reqs {
+		if kind, _, ok := strings.Cut(r.Fault, ":"); ok {
+			fs = append(fs, "fault|"+r.Client+"|"+r.Verb+"|"+kind)
+		}
+	}
+	for _, rs := range res.Restarts {
+		fs = append(fs, fmt.Sprintf("restart|%s|lag=%v", rs.Client, rs.Lag > 0))
+	}
 	fates := map[string]int{}
 	for _, ev := range res.Trace.Events {
 		if ev.Rule >= 0 {

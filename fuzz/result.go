@@ -21,6 +21,7 @@ type Result struct {
 	Elapsed    time.Duration
 	Settled    bool // lag over, then no writes and nothing held for the quiet period
 	Converged  bool // the Convergence oracle's objects converged
+	Restarts   []Restart
 	Trace      trace.Trace
 	Violations []Violation
 }
@@ -76,7 +77,19 @@ func (r *Result) Timeline(max int) []string {
 	for _, st := range r.Schedule.Steps {
 		ls = append(ls, line{st.Start, "lag    " + st.String()})
 	}
+	for _, rs := range r.Restarts {
+		lag := ""
+		if rs.Lag > 0 {
+			lag = fmt.Sprintf(", reconnected to an apiserver %.2fs behind", rs.Lag.Seconds())
+		}
+		ls = append(ls, line{rs.Stopped.Sub(r.Mark), fmt.Sprintf("restart %-17s stopped %.3fs after the write that fired it, ready %.3fs later%s",
+			rs.Client, rs.Stopped.Sub(rs.Fired).Seconds(), rs.Ready.Sub(rs.Stopped).Seconds(), lag)})
+	}
 	for _, q := range r.Trace.Requests {
+		if q.Fault != "" && !isWrite(q.Verb) {
+			ls = append(ls, line{q.Start.Sub(r.Mark), fmt.Sprintf("fault  %-18s %-6s %-34s %s", q.Client, q.Verb, q.Resource, q.Fault)})
+			continue
+		}
 		if !isWrite(q.Verb) {
 			continue
 		}
@@ -98,6 +111,9 @@ func (r *Result) Timeline(max int) []string {
 				v = v[:57] + "..."
 			}
 			txt += fmt.Sprintf(" %s=%s", k, v)
+		}
+		if q.Fault != "" {
+			txt += " [" + q.Fault + "]"
 		}
 		ls = append(ls, line{q.Start.Sub(r.Mark), txt})
 	}

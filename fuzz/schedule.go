@@ -15,8 +15,24 @@ const (
 	MaxSteps = 6
 	// MinLength is the shortest lag window.
 	MinLength = 50 * time.Millisecond
-	// stepBytes is the width of one step record.
+	// stepBytes is the width of one step record in LagOnly and LagAndLoss.
 	stepBytes = 5
+	// realisticStepBytes is the width of one step record in Realistic.
+	realisticStepBytes = 6
+	// maxAfter bounds Step.After in Realistic records.
+	maxAfter = 16
+)
+
+// Fault allowances of the Realistic space: how long after its window a fault
+// step may still be playing out, so that budgets hold by construction.
+const (
+	// RestartBudget bounds one controller restart: stopping it, starting it
+	// again and its caches syncing. An overrun is a harness error.
+	RestartBudget = 1000 * time.Millisecond
+	// RelistBackoff is the longest client-go v0.37's reflector waits before
+	// it relists after a watch ended in error, the first time: 0.8 s with a
+	// jitter of 1.0 (reflector.go defaultBackoffInit, defaultBackoffJitter).
+	RelistBackoff = 1600 * time.Millisecond
 )
 
 // Bounds limit a scenario's lag windows. Together with the engine's phase
@@ -46,15 +62,26 @@ func (b Bounds) orDefault() Bounds {
 }
 
 // fits reports whether an execution under these bounds, with the phase
-// budgets, finishes within Budget.
-func (b Bounds) fits() error {
+// budgets, finishes within Budget in the given space.
+func (b Bounds) fits(space Space) error {
 	if b.MaxStart <= 0 || b.MaxLength < MinLength || b.MaxLagEnd <= b.MaxStart || b.MaxDelay < 0 {
 		return fmt.Errorf("bounds %+v: want 0 < MaxStart < MaxLagEnd, MaxLength >= %v, MaxDelay >= 0", b, MinLength)
 	}
-	if total := StartBudget + DriveBudget + b.MaxLagEnd + b.MaxDelay + SettleBudget + StopBudget; total > Budget {
-		return fmt.Errorf("bounds %+v: an execution could take %v, over the %v budget", b, total, Budget)
+	if total := StartBudget + DriveBudget + b.MaxLagEnd + max(b.MaxDelay, b.faultAllowance(space)) + SettleBudget + StopBudget; total > Budget {
+		return fmt.Errorf("bounds %+v: an execution could take %v in space %v, over the %v budget", b, total, space, Budget)
 	}
 	return nil
+}
+
+// faultAllowance is how long after the end of its window a fault step of the
+// space may still be playing out: a relist waits for client-go's backoff, a
+// restart takes up to RestartBudget, and a lagging apiserver then delays the
+// events by its lag (at most MaxDelay).
+func (b Bounds) faultAllowance(space Space) time.Duration {
+	if space != Realistic {
+		return 0
+	}
+	return max(RelistBackoff, RestartBudget) + b.MaxDelay
 }
 
 // Space is the set of actions a schedule may use.
@@ -64,14 +91,48 @@ const (
 	// LagOnly schedules delay and hold events, with finite windows: every
 	// event is eventually delivered, as a real (slow) watch would.
 	LagOnly Space = iota
-	// LagAndLoss schedules may also drop events, which a real informer only
-	// sees when a watch breaks and it relists.
+	// LagAndLoss schedules may also drop events, which no real cluster does:
+	// a real informer only misses events when a watch breaks, and then it
+	// relists.
 	LagAndLoss
+	// Realistic schedules use only faults a real cluster produces: lag,
+	// broken watches, relists after 410 Gone, relists from a lagging
+	// apiserver, and controller restarts between two writes or before a
+	// write's answer, optionally reconnecting to a lagging apiserver. Its
+	// records are 6 bytes wide and can anchor a fault to the Nth matching
+	// event or write (see codec.decode).
+	Realistic
 )
 
-// Step is one lag window: events of Resource, for Client, within Scope, that
-// arrive in [Start, Start+Length) after the mark, are delayed, held until the
-// window ends, or dropped.
+func (sp Space) String() string {
+	switch sp {
+	case LagOnly:
+		return "lag-only"
+	case LagAndLoss:
+		return "lag-and-loss"
+	case Realistic:
+		return "realistic"
+	}
+	return fmt.Sprintf("Space(%d)", int(sp))
+}
+
+// Step is one lag window or fault: events of Resource, for Client, within
+// Scope, that arrive in [Start, Start+Length) after the mark, are delayed,
+// held until the window ends, dropped, or end the watch; or the client's
+// watch breaks and relists; or the client restarts after a write.
+//
+// Actions: proxy.Delay, Hold and Drop as their rules; proxy.Break: the
+// client's watch ends just before the first matching event (after After),
+// and it re-watches; proxy.Expire: the same, and its re-watch meets 410 Gone,
+// so it relists (a relist); proxy.Freeze: the client is restarted right after
+// its After+1st matching write in the window (a restart); proxy.Cut: the same
+// write is applied but the client never sees the answer, then it is
+// restarted. A relist with Lag relists from an apiserver lagging Lag: within
+// the window its lists are served Lag in the past and its events come Lag
+// late. A restart with Lag reconnects to an apiserver that has not yet seen
+// the write that fired it (Sieve's time travel): its lists are served at that
+// write's resourceVersion minus one, and its events come Lag late while it
+// syncs.
 type Step struct {
 	Client   string
 	Resource string
@@ -81,19 +142,75 @@ type Step struct {
 	Length   time.Duration
 	Action   proxy.Action
 	Delay    time.Duration // for proxy.Delay
-	// After lets the first After matching events pass (proxy.Rule.After),
-	// placing the window right after a given write. Decode never sets it: it
-	// is for hand-written schedules in specs, and Encode drops it.
+	// After lets the first After matching events (for a restart: writes)
+	// pass (proxy.Rule.After), placing the fault right after a given event or
+	// write, whatever the timing. Realistic records set it; in LagOnly and
+	// LagAndLoss, Decode never sets it (it is for hand-written schedules) and
+	// Encode drops it.
 	After int
+	// Verbs and Subresource narrow the writes a restart counts
+	// (proxy.Rule.Verbs and Subresource); a restart's Resource empty counts
+	// writes to every resource.
+	Verbs       []string
+	Subresource string
+	// Lag is, for a relist or a restart, how far behind the apiserver it
+	// reconnects to is (see above). Zero: not at all.
+	Lag time.Duration
 }
 
 // End is when the window closes, after the mark.
 func (s Step) End() time.Duration { return s.Start + s.Length }
 
+// IsFault reports whether the step breaks a watch or restarts a client.
+func (s Step) IsFault() bool {
+	switch s.Action {
+	case proxy.Break, proxy.Expire, proxy.Freeze, proxy.Cut:
+		return true
+	}
+	return false
+}
+
+// IsRestart reports whether the step restarts its client.
+func (s Step) IsRestart() bool { return s.Action == proxy.Freeze || s.Action == proxy.Cut }
+
 func (s Step) String() string {
+	window := fmt.Sprintf("t+%.2fs–%.2fs", s.Start.Seconds(), s.End().Seconds())
+	lag := ""
+	switch {
+	case s.Lag > 0 && s.IsRestart():
+		lag = fmt.Sprintf(", reconnecting to an apiserver that has not seen that write, %.2fs behind", s.Lag.Seconds())
+	case s.Lag > 0:
+		lag = fmt.Sprintf(", relisting from an apiserver %.2fs behind", s.Lag.Seconds())
+	}
+	if s.IsRestart() {
+		what := "write"
+		if len(s.Verbs) > 0 {
+			what = strings.Join(s.Verbs, "/")
+		}
+		if s.Resource != "" {
+			what += " " + s.Resource
+			switch s.Subresource {
+			case "":
+			case "-":
+				what += " (not a subresource)"
+			default:
+				what += "/" + s.Subresource
+			}
+		}
+		when := "right after"
+		if s.Action == proxy.Cut {
+			when = "before it sees the answer to"
+		}
+		return fmt.Sprintf("%s restart %s %s its %s %s%s", window, s.Client, when, ordinal(s.After+1), what, lag)
+	}
 	act := s.Action.String()
-	if s.Action == proxy.Delay {
+	switch s.Action {
+	case proxy.Delay:
 		act = fmt.Sprintf("delay %.2fs", s.Delay.Seconds())
+	case proxy.Break:
+		act = "break the watch at"
+	case proxy.Expire:
+		act = "break the watch (410 on re-watch: relist) at"
 	}
 	what := s.Resource
 	if s.Object != "" {
@@ -105,16 +222,52 @@ func (s Step) String() string {
 	if s.After > 0 {
 		what += fmt.Sprintf(" after the first %d", s.After)
 	}
-	return fmt.Sprintf("t+%.2fs–%.2fs %s %s for %s", s.Start.Seconds(), s.End().Seconds(), act, what, s.Client)
+	return fmt.Sprintf("%s %s %s for %s%s", window, act, what, s.Client, lag)
 }
 
-// Rule is the proxy rule for the step in namespace ns.
-func (s Step) Rule(ns string) proxy.Rule {
-	return proxy.Rule{
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+// Rules are the proxy rules for the step in namespace ns. A relist is a
+// Break and an Expire in the same window; with Lag, also a Rewind of the
+// lists and a Delay of the events by Lag. A restart is one Freeze or Cut
+// rule: the engine restarts the client when it fires.
+func (s Step) Rules(ns string) []proxy.Rule {
+	r := proxy.Rule{
 		Client: s.Client, Resource: s.Resource, Namespace: ns, Name: s.Object, Types: s.Types,
 		From: s.Start, To: s.End(), Action: s.Action, Delay: s.Delay, After: s.After,
 	}
+	switch s.Action {
+	case proxy.Expire:
+		r.Action = proxy.Break
+		rules := []proxy.Rule{r, {Client: s.Client, Resource: s.Resource, Namespace: ns, From: s.Start, To: s.End(), Action: proxy.Expire}}
+		if s.Lag > 0 {
+			rules = append(rules,
+				proxy.Rule{Client: s.Client, Resource: s.Resource, Namespace: ns, From: s.Start, To: s.End(), Action: proxy.Rewind, Ago: s.Lag},
+				proxy.Rule{Client: s.Client, Resource: s.Resource, Namespace: ns, From: s.Start, To: s.End(), Action: proxy.Delay, Delay: s.Lag})
+		}
+		return rules
+	case proxy.Freeze, proxy.Cut:
+		r.Name, r.Types, r.Delay = "", nil, 0
+		r.Verbs, r.Subresource = s.Verbs, s.Subresource
+	}
+	return []proxy.Rule{r}
 }
+
+// Rule is the single proxy rule of a lag step in namespace ns (the first of
+// Rules).
+func (s Step) Rule(ns string) proxy.Rule { return s.Rules(ns)[0] }
 
 // Schedule is one decoded fuzz input: the scenario's knob settings and the lag
 // windows.
@@ -124,17 +277,32 @@ type Schedule struct {
 }
 
 // LagEnd is when the last event a step touches has been released, after the
-// mark: no lag remains after it.
+// mark: no lag remains after it, but for what a fault set off (a relist
+// waiting for its backoff, a restart), which the engine follows as it
+// happens.
 func (s Schedule) LagEnd() time.Duration {
 	var end time.Duration
 	for _, st := range s.Steps {
 		e := st.End()
-		if st.Action == proxy.Delay {
+		switch st.Action {
+		case proxy.Delay:
 			e += st.Delay
+		case proxy.Expire:
+			e += st.Lag
 		}
 		end = max(end, e)
 	}
 	return end
+}
+
+// HasFault reports whether a step breaks a watch or restarts a client.
+func (s Schedule) HasFault() bool {
+	for _, st := range s.Steps {
+		if st.IsFault() {
+			return true
+		}
+	}
+	return false
 }
 
 func (s Schedule) String() string {
@@ -206,6 +374,9 @@ func (c codec) decode(b []byte) Schedule {
 	if len(c.clients) == 0 || len(c.resources) == 0 {
 		return s
 	}
+	if c.space == Realistic {
+		return c.decodeRealistic(s, b)
+	}
 	for len(b) >= stepBytes && len(s.Steps) < MaxSteps {
 		r := b[:stepBytes]
 		b = b[stepBytes:]
@@ -239,6 +410,148 @@ func (c codec) decode(b []byte) Schedule {
 	return s
 }
 
+// decodeRealistic reads the step records of the Realistic space, after the
+// knob bytes. Each record is 6 bytes:
+//
+//	[0] client    low nibble: index into Clients, mod len;
+//	              high nibble: for lag and watch faults, the event types as in
+//	              the other spaces; for restarts, the write verb counted:
+//	              0 any, 1 create, 2 update, 3 patch, 4 delete, mod 5
+//	[1] target    low nibble: index into Resources, mod len;
+//	              high nibble: for lag and watch faults, the object as in the
+//	              other spaces; for restarts, which writes count: 0 the
+//	              client's every write, 1 writes to the resource, 2 to its
+//	              status subresource, 3 to the resource itself, mod 4
+//	[2] start     quadratic in [0, Bounds.MaxStart]
+//	[3] length    quadratic in [MinLength, Bounds.MaxLength], cut at Bounds.MaxLagEnd
+//	[4] action    low 3 bits: 0 delay, 1 hold, 2 break (the watch ends; the
+//	              client re-watches), 3 relist (the watch ends and the
+//	              re-watch meets 410 Gone), 4 restart right after a write,
+//	              5 restart before a write's answer, 6 and 7 hold;
+//	              high 5 bits: quadratic in [0, Bounds.MaxDelay], the delay
+//	              of a delay, the Lag of a relist or restart
+//	[5] after     mod 16: the first N matching events (restarts: writes) pass
+//
+// Only the first fault (break, relist, restart) of a schedule is one: a
+// later fault record decodes to a hold of the same window and target, so
+// that every execution has at most one relist or restart and fits the
+// budget by construction (Bounds.faultAllowance).
+func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
+	fault := false
+	for len(b) >= realisticStepBytes && len(s.Steps) < MaxSteps {
+		r := b[:realisticStepBytes]
+		b = b[realisticStepBytes:]
+		st := Step{
+			Client: c.clients[int(r[0]&0x0f)%len(c.clients)],
+			Start:  quad(r[2], 0, c.bounds.MaxStart),
+			Length: quad(r[3], MinLength, c.bounds.MaxLength),
+			After:  int(r[5]) % maxAfter,
+		}
+		if st.End() > c.bounds.MaxLagEnd {
+			st.Length = c.bounds.MaxLagEnd - st.Start
+		}
+		resource := c.resources[int(r[1]&0x0f)%len(c.resources)]
+		param := quad5(r[4]>>3, c.bounds.MaxDelay)
+		act := r[4] & 7
+		if act >= 2 && act <= 5 && fault {
+			act = 1 // one fault per schedule
+		}
+		switch act {
+		case 0:
+			st.Action, st.Delay = proxy.Delay, param
+		case 2:
+			st.Action = proxy.Break
+		case 3:
+			st.Action, st.Lag = proxy.Expire, param
+		case 4:
+			st.Action, st.Lag = proxy.Freeze, param
+		case 5:
+			st.Action, st.Lag = proxy.Cut, param
+		default:
+			st.Action = proxy.Hold
+		}
+		fault = fault || st.IsFault()
+		if st.IsRestart() {
+			if v := int(r[0]>>4) % 5; v > 0 {
+				st.Verbs = []string{writeVerbs[v-1]}
+			}
+			switch (r[1] >> 4) % 4 {
+			case 1:
+				st.Resource = resource
+			case 2:
+				st.Resource, st.Subresource = resource, "status"
+			case 3:
+				st.Resource, st.Subresource = resource, "-"
+			}
+		} else {
+			st.Resource = resource
+			st.Types = typesOf(r[0] >> 4)
+			if obj := int(r[1] >> 4); obj > 0 && len(c.objects) > 0 {
+				st.Object = c.objects[(obj-1)%len(c.objects)]
+			}
+		}
+		s.Steps = append(s.Steps, st)
+	}
+	return s
+}
+
+// writeVerbs are the verbs a restart record can count, by value.
+var writeVerbs = []string{"create", "update", "patch", "delete"}
+
+// encodeRealistic writes steps in the layout decodeRealistic reads.
+func (c codec) encodeRealistic(b []byte, steps []Step) []byte {
+	for _, st := range steps {
+		var r [realisticStepBytes]byte
+		r[0] = byte(max(0, index(c.clients, st.Client)))
+		r[1] = byte(max(0, index(c.resources, st.Resource)))
+		r[2] = unquad(st.Start, 0, c.bounds.MaxStart)
+		r[3] = unquad(st.Length, MinLength, c.bounds.MaxLength)
+		if st.End() == c.bounds.MaxLagEnd {
+			r[3] = 255
+		}
+		r[5] = byte(st.After % maxAfter)
+		var act, param byte
+		switch st.Action {
+		case proxy.Delay:
+			act, param = 0, unquad5(st.Delay, c.bounds.MaxDelay)
+		case proxy.Break:
+			act = 2
+		case proxy.Expire:
+			act, param = 3, unquad5(st.Lag, c.bounds.MaxDelay)
+		case proxy.Freeze:
+			act, param = 4, unquad5(st.Lag, c.bounds.MaxDelay)
+		case proxy.Cut:
+			act, param = 5, unquad5(st.Lag, c.bounds.MaxDelay)
+		default:
+			act = 1
+		}
+		r[4] = act | param<<3
+		if st.IsRestart() {
+			if len(st.Verbs) > 0 {
+				r[0] |= byte(index(writeVerbs, st.Verbs[0])+1) << 4
+			}
+			scope := byte(0)
+			switch {
+			case st.Resource == "":
+			case st.Subresource == "status":
+				scope = 2
+			case st.Subresource == "-":
+				scope = 3
+			default:
+				scope = 1
+			}
+			r[1] |= scope << 4
+		} else {
+			r[0] |= maskOf(st.Types) << 4
+			if st.Object != "" {
+				r[1] |= byte(index(c.objects, st.Object)+1) << 4
+			}
+		}
+		b = append(b, r[:]...)
+	}
+	return b
+}
+
 // encode writes s in the layout decode reads, choosing for each duration the
 // byte that decodes to the nearest value. decode(encode(s)) == s for every s
 // that decode produced.
@@ -246,6 +559,9 @@ func (c codec) encode(s Schedule) []byte {
 	var b []byte
 	for _, k := range c.knobs {
 		b = append(b, byte(s.Knobs[k.Name]))
+	}
+	if c.space == Realistic {
+		return c.encodeRealistic(b, s.Steps)
 	}
 	for _, st := range s.Steps {
 		target := byte(max(0, index(c.resources, st.Resource)))
@@ -283,6 +599,15 @@ func quad6(b byte, hi time.Duration) time.Duration {
 	return time.Duration(f*f*float64(hi)) / time.Millisecond * time.Millisecond
 }
 
+func quad5(b byte, hi time.Duration) time.Duration {
+	f := float64(b&31) / 31
+	return time.Duration(f*f*float64(hi)) / time.Millisecond * time.Millisecond
+}
+
+func unquad5(d, hi time.Duration) byte {
+	return nearest(d, 31, func(b byte) time.Duration { return quad5(b, hi) }, 0, hi)
+}
+
 func unquad(d, lo, hi time.Duration) byte {
 	return nearest(d, 255, func(b byte) time.Duration { return quad(b, lo, hi) }, lo, hi)
 }
@@ -293,6 +618,9 @@ func unquad6(d, hi time.Duration) byte {
 
 // nearest finds the byte in [0, n] whose decoded value is closest to d.
 func nearest(d time.Duration, n int, dec func(byte) time.Duration, lo, hi time.Duration) byte {
+	if hi <= lo {
+		return 0
+	}
 	d = min(max(d, lo), hi)
 	guess := int(math.Round(float64(n) * math.Sqrt(float64(d-lo)/float64(hi-lo))))
 	best, bestDiff := byte(0), time.Duration(math.MaxInt64)

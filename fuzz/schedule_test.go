@@ -26,7 +26,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{1, 3, 0, 0x11, 40, 200, 1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, space := range []Space{LagOnly, LagAndLoss} {
+		for _, space := range []Space{LagOnly, LagAndLoss, Realistic} {
 			s := testScenario
 			s.Space = space
 			sch := s.Decode(b)
@@ -48,16 +48,29 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 			t.Fatalf("knob %s = %d (present %v) outside [0,%d)", k.Name, v, ok, k.Values)
 		}
 	}
+	faults := 0
 	for _, st := range sch.Steps {
-		if st.Start < 0 || st.Start > DefaultBounds.MaxStart || st.Length < 0 || st.End() > DefaultBounds.MaxLagEnd || st.Delay < 0 || st.Delay > DefaultBounds.MaxDelay {
+		if st.Start < 0 || st.Start > DefaultBounds.MaxStart || st.Length < 0 || st.End() > DefaultBounds.MaxLagEnd || st.Delay < 0 || st.Delay > DefaultBounds.MaxDelay ||
+			st.Lag < 0 || st.Lag > DefaultBounds.MaxDelay || st.After < 0 || st.After >= maxAfter {
 			t.Fatalf("step out of bounds: %s", st)
 		}
-		if err := st.Rule("ns").Validate(); err != nil {
-			t.Fatalf("step %s gives an invalid rule: %v", st, err)
+		for _, r := range st.Rules("ns") {
+			if err := r.Validate(); err != nil {
+				t.Fatalf("step %s gives an invalid rule %v: %v", st, r, err)
+			}
 		}
-		if st.Action == proxy.Drop && s.Space == LagOnly {
-			t.Fatalf("LagOnly schedule drops: %s", st)
+		if st.Action == proxy.Drop && s.Space != LagAndLoss {
+			t.Fatalf("%v schedule drops: %s", s.Space, st)
 		}
+		if st.IsFault() {
+			faults++
+			if s.Space != Realistic {
+				t.Fatalf("%v schedule has a fault: %s", s.Space, st)
+			}
+		}
+	}
+	if faults > 1 {
+		t.Fatalf("%d faults in %s: at most one", faults, sch)
 	}
 	if sch.LagEnd() > DefaultBounds.MaxLagEnd+DefaultBounds.MaxDelay {
 		t.Fatalf("lag ends at %v", sch.LagEnd())
@@ -108,23 +121,98 @@ func TestEncodeHandWritten(t *testing.T) {
 
 func TestDecodeRandomBounds(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for range 10000 {
-		b := make([]byte, r.IntN(64))
-		for i := range b {
-			b[i] = byte(r.Uint32())
+	for _, space := range []Space{LagOnly, LagAndLoss, Realistic} {
+		s := testScenario
+		s.Space = space
+		for range 10000 {
+			b := make([]byte, r.IntN(64))
+			for i := range b {
+				b[i] = byte(r.Uint32())
+			}
+			checkBounds(t, s, s.Decode(b))
 		}
-		checkBounds(t, testScenario, testScenario.Decode(b))
+	}
+}
+
+func TestDecodeRealisticLayout(t *testing.T) {
+	s := testScenario
+	s.Space = Realistic
+	lag := quad5(31, DefaultBounds.MaxDelay)
+	got := s.Decode([]byte{
+		0, 0, // knobs
+		0x20, 0x20, 0, 255, 3 | 31<<3, 2, // relist at the 3rd MODIFIED of rollouts/b for replica-0, lagging
+		0x31, 0x21, 0, 255, 4, 1, // a second fault: decodes to a hold
+		5, // a partial record: no step
+	})
+	want := Schedule{
+		Knobs: map[string]int{"replicas": 0, "at": 0},
+		Steps: []Step{
+			{Client: "replica-0", Resource: "rollouts", Object: "b", Types: []string{"MODIFIED"}, Length: DefaultBounds.MaxLength, Action: proxy.Expire, After: 2, Lag: lag},
+			{Client: "replica-1", Resource: "configmaps", Object: "b", Types: []string{"ADDED", "MODIFIED"}, Length: DefaultBounds.MaxLength, Action: proxy.Hold, After: 1},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if rules := got.Steps[0].Rules("ns"); len(rules) != 4 || rules[0].Action != proxy.Break || rules[1].Action != proxy.Expire || rules[2].Action != proxy.Rewind || rules[3].Action != proxy.Delay {
+		t.Errorf("a lagging relist is Break, Expire, Rewind and Delay: got %v", rules)
+	}
+
+	restart := s.Decode([]byte{0, 0, 0x31, 0x20, 0, 255, 5, 1})
+	st := restart.Steps[0]
+	if st.Action != proxy.Cut || st.Client != "replica-1" || st.Verbs[0] != "patch" || st.Resource != "rollouts" || st.Subresource != "status" || st.After != 1 || st.Lag != 0 {
+		t.Fatalf("restart record: got %s (%+v)", st, st)
+	}
+	if got, want := st.String(), "t+0.00s–2.00s restart replica-1 before it sees the answer to its 2nd patch rollouts/status"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if r := st.Rules("ns"); len(r) != 1 || r[0].Action != proxy.Cut || r[0].After != 1 || r[0].Subresource != "status" || len(r[0].Types) != 0 {
+		t.Errorf("restart rules: %v", r)
+	}
+}
+
+// TestCommittedCorpusMeaning pins what the committed FuzzDecode corpus entry
+// decodes to in the spaces that existed before Realistic: a codec change
+// that alters it fails here (the scenario packages pin their own entries).
+func TestCommittedCorpusMeaning(t *testing.T) {
+	b, err := ReadCorpusEntry("testdata/fuzz/FuzzDecode/6e5f311ca8b8e322")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for space, want := range map[Space]string{
+		// Both printed by the code at 4a7839b, before Realistic existed.
+		LagOnly:    "at=3; replicas=0; t+1.19s–2.50s delay 0.04s ADDED+MODIFIED rollouts/c for replica-0",
+		LagAndLoss: "at=3; replicas=0; t+1.19s–2.50s delay 0.04s ADDED+MODIFIED rollouts/c for replica-0",
+	} {
+		s := testScenario
+		s.Space = space
+		if got := s.Decode(b).String(); got != want {
+			t.Errorf("%v: %q decodes to %q, it meant %q", space, b, got, want)
+		}
 	}
 }
 
 func TestBoundsFit(t *testing.T) {
-	if err := DefaultBounds.fits(); err != nil {
+	if err := DefaultBounds.fits(LagOnly); err != nil {
 		t.Fatalf("DefaultBounds: %v", err)
 	}
 	tooLong := DefaultBounds
 	tooLong.MaxLagEnd = Budget
-	if err := tooLong.fits(); err == nil {
+	if err := tooLong.fits(LagOnly); err == nil {
 		t.Fatal("bounds whose lag alone fills the budget were accepted")
+	}
+}
+
+func TestRealisticBoundsFit(t *testing.T) {
+	if err := DefaultBounds.fits(Realistic); err == nil {
+		t.Fatal("DefaultBounds leave no room for a relist or restart, yet fit the Realistic space")
+	}
+	b := Bounds{MaxStart: 500 * time.Millisecond, MaxLength: 1500 * time.Millisecond, MaxLagEnd: 1500 * time.Millisecond, MaxDelay: 500 * time.Millisecond}
+	if err := b.fits(Realistic); err != nil {
+		t.Fatalf("%+v: %v", b, err)
+	}
+	if _, err := NewEnv(Scenario{Name: "r", Space: Realistic, Start: func(context.Context, *Exec) error { return nil }, Drive: func(context.Context, *Exec) error { return nil }}); err == nil || !strings.Contains(err.Error(), "budget") {
+		t.Errorf("NewEnv with a Realistic space that cannot fit a restart: got %v, want an error naming the budget", err)
 	}
 }
 

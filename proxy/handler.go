@@ -113,17 +113,20 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				p.trace.AddRequest(ex.rec)
 				return
 			}
-			at := v.asOf
-			rv := p.clock.at(at)
+			rv, why := v.rv, "named by the rule"
 			if rv == "" {
-				ex.rec.Fault = fmt.Sprintf("rewind: no resourceVersion seen by %s; served the current state", at.Format(time.RFC3339Nano))
+				rv = p.clock.at(v.asOf)
+				why = fmt.Sprintf("the newest seen %v before the request", ex.rec.Start.Sub(v.asOf).Round(time.Millisecond))
+			}
+			if rv == "" {
+				ex.rec.Fault = fmt.Sprintf("rewind: no resourceVersion seen by %s; served the current state", v.asOf.Format(time.RFC3339Nano))
 				break
 			}
 			q := r.URL.Query()
 			q.Set("resourceVersion", rv)
 			q.Set("resourceVersionMatch", "Exact")
 			r.URL.RawQuery = q.Encode()
-			ex.rec.Fault = fmt.Sprintf("rewind: list served as of resourceVersion %s, the newest seen %v before the request", rv, ex.rec.Start.Sub(at).Round(time.Millisecond))
+			ex.rec.Fault = fmt.Sprintf("rewind: list served as of resourceVersion %s, %s", rv, why)
 		case Freeze, Cut:
 			ex.act = v.action
 		}

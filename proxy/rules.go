@@ -143,6 +143,10 @@ type Rule struct {
 	// Ago is, for Rewind, how far before each request its list is served.
 	// Zero: as of the window's start.
 	Ago time.Duration
+	// ResourceVersion is, for Rewind, the exact resourceVersion lists are
+	// served at ("the apiserver has seen everything before it, nothing
+	// after"). Empty: from Ago.
+	ResourceVersion string
 	// After lets the first After matches (counted over every stream, from
 	// SetRules on) pass as if the rule did not match: it places a stall right
 	// after a given write of the controller's own, whatever the timing, or a
@@ -157,7 +161,9 @@ func (r Rule) String() string {
 	case Delay:
 		s += " " + r.Delay.String()
 	case Rewind:
-		if r.Ago > 0 {
+		if r.ResourceVersion != "" {
+			s += " to resourceVersion " + r.ResourceVersion
+		} else if r.Ago > 0 {
 			s += " " + r.Ago.String()
 		} else {
 			s += " to the window's start"
@@ -212,6 +218,8 @@ func (r Rule) Validate() error {
 		return fmt.Errorf("%v acts on requests: event Types do not apply", r.Action)
 	case !r.Action.onWrites() && (len(r.Verbs) > 0 || r.Subresource != ""):
 		return fmt.Errorf("%v: Verbs and Subresource apply to freeze and cut only", r.Action)
+	case r.Action != Rewind && (r.Ago != 0 || r.ResourceVersion != ""):
+		return fmt.Errorf("%v: Ago and ResourceVersion apply to rewind only", r.Action)
 	}
 	return nil
 }
@@ -249,6 +257,7 @@ type verdict struct {
 	action  Action    // meaningful when rule >= 0
 	release time.Time // events: when it may be released (ignoring order)
 	asOf    time.Time // Rewind: the moment whose state a list is served at
+	rv      string    // Rewind: the exact resourceVersion, when the rule names one
 }
 
 func (rs *ruleSet) inWindow(r *ruleState, t time.Time, client, resource, namespace, name string) bool {
@@ -338,7 +347,7 @@ func (rs *ruleSet) decideRequest(q call, t time.Time) verdict {
 				continue
 			}
 		}
-		v := verdict{rule: i, action: r.Action, asOf: rs.mark.Add(r.From)}
+		v := verdict{rule: i, action: r.Action, asOf: rs.mark.Add(r.From), rv: r.ResourceVersion}
 		if r.Ago > 0 {
 			v.asOf = t.Add(-r.Ago)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -87,6 +89,37 @@ func Scenario(w Write) fuzz.Scenario {
 			return []string{fmt.Sprintf("plans-acknowledged|%d", len(plans))}
 		},
 	}
+}
+
+// RealisticBounds leave room, within the 8 s budget, for one relist (client-go
+// waits up to 1.6 s before it relists) or restart, reconnecting to an
+// apiserver up to 0.5 s behind. A plan is written within 0.3 s of the mark.
+var RealisticBounds = fuzz.Bounds{MaxStart: 500 * time.Millisecond, MaxLength: 1500 * time.Millisecond, MaxLagEnd: 1500 * time.Millisecond, MaxDelay: 500 * time.Millisecond}
+
+// Realistic is the contention scenario with one replica under faults a real
+// cluster produces (fuzz.Realistic): lag, broken watches, relists, and a
+// restart between two writes or before a write's answer, optionally
+// reconnecting to a lagging apiserver. With one replica there is no
+// contention but what the faults make: whatever it finds, a real cluster can
+// do.
+func Realistic(w Write) fuzz.Scenario {
+	s := Scenario(w)
+	s.Name = "contention-realistic-" + w.String()
+	s.Clients = []string{Replica(0)}
+	s.Knobs = []fuzz.Knob{{Name: "replicas", Values: 1}}
+	s.Space = fuzz.Realistic
+	s.Bounds = RealisticBounds
+	if w == Blind {
+		s.KnownBug = "a restart that reconnects to a lagging apiserver sees no plan, plans again, and its blind patch replaces the plan"
+	}
+	// Restarts right after and before the answer to the first writes,
+	// reconnecting to a current apiserver: none of them loses a plan (the
+	// suite checks 0/10); the mutator has to find a fault that does.
+	s.Seeds = []fuzz.Schedule{
+		{Knobs: map[string]int{"replicas": 0}, Steps: []fuzz.Step{{Client: Replica(0), Action: proxy.Freeze, Length: RealisticBounds.MaxLength}}},
+		{Knobs: map[string]int{"replicas": 0}, Steps: []fuzz.Step{{Client: Replica(0), Action: proxy.Cut, Length: RealisticBounds.MaxLength, After: 1}}},
+	}
+	return s
 }
 
 func knownBug(w Write) string {

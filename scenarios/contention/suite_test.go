@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
 	"github.com/stalefuzz/stalefuzz/scenarios/contention"
 )
 
@@ -21,10 +23,16 @@ func TestContention(t *testing.T) {
 	RunSpecs(t, "contention")
 }
 
-var blind, optimistic *fuzz.Env
+var blind, optimistic, realBlind, realOptimistic *fuzz.Env
 
 var _ = BeforeSuite(func() {
 	var err error
+	realBlind, err = fuzz.NewEnv(contention.Realistic(contention.Blind))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(realBlind.Stop)
+	realOptimistic, err = fuzz.NewEnv(contention.Realistic(contention.Optimistic))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(realOptimistic.Stop)
 	blind, err = fuzz.NewEnv(contention.Scenario(contention.Blind))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(blind.Stop)
@@ -136,5 +144,111 @@ var _ = Describe("contention with a blind MergeFrom patch", func() {
 			By(fmt.Sprintf("%s (%s): %d/20", path, sched, lost))
 			Expect(lost).To(BeNumerically(">=", 19), "%s: schedule %s reproduced the lost plan %d/20 times", path, sched, lost)
 		}
+	})
+})
+
+// restartAfterPlan restarts the single replica right after (or, with cut,
+// before the answer to) its first write, the plan, reconnecting to an
+// apiserver lag behind.
+func restartAfterPlan(cut bool, lag time.Duration) fuzz.Schedule {
+	act := proxy.Freeze
+	if cut {
+		act = proxy.Cut
+	}
+	return fuzz.Schedule{Knobs: map[string]int{"replicas": 0}, Steps: []fuzz.Step{{
+		Client: contention.Replica(0), Action: act, Length: contention.RealisticBounds.MaxLength, Lag: lag,
+	}}}
+}
+
+func lostPlan(res *fuzz.Result) bool {
+	for _, v := range res.Violations {
+		if v.Oracle == "plan-kept" || v.Oracle == "lost-update" {
+			return true
+		}
+	}
+	return false
+}
+
+var _ = Describe("faults a real cluster produces, one replica", func() {
+	DescribeTable("a restart between the plan write and the step writes",
+		func(sched fuzz.Schedule, blindLoses bool) {
+			const runs = 10
+			lost := 0
+			var last *fuzz.Result
+			for range runs {
+				res := run(realBlind, sched)
+				Expect(res.Restarts).To(HaveLen(1), "schedule %s restarted the replica once: %s", sched, res.Report())
+				if lostPlan(res) {
+					lost++
+					last = res
+				}
+			}
+			By(fmt.Sprintf("blind: %s lost the plan %d/%d times", sched, lost, runs))
+			if blindLoses {
+				Expect(lost).To(BeNumerically(">=", runs-1), "schedule %s", sched)
+				GinkgoWriter.Println(last.Report())
+			} else {
+				Expect(lost).To(BeZero(), "schedule %s: a restart that reconnects to a current apiserver lists the plan (WatchList is a consistent read)", sched)
+			}
+			total409 := 0
+			for range runs {
+				res := run(realOptimistic, sched)
+				Expect(res.Err()).NotTo(HaveOccurred(), res.Report())
+				total409 += conflicts(res)
+			}
+			By(fmt.Sprintf("optimistic: %s never lost it, %d genuine 409s in %d runs", sched, total409, runs))
+			if blindLoses {
+				Expect(total409).To(BeNumerically(">=", runs), "where the blind patch loses the plan, the locked one meets a 409")
+			}
+		},
+		Entry("right after the plan, reconnecting to a current apiserver", restartAfterPlan(false, 0), false),
+		Entry("before the answer to the plan, reconnecting to a current apiserver", restartAfterPlan(true, 0), false),
+		Entry("right after the plan, reconnecting to an apiserver that has not seen it, 0.2 s behind", restartAfterPlan(false, 200*time.Millisecond), true),
+		Entry("before the answer to the plan, reconnecting to an apiserver that has not seen it, 0.2 s behind", restartAfterPlan(true, 200*time.Millisecond), true),
+	)
+
+	It("shows in the trace a write the apiserver applied and the replica never received, and the restart that followed", func() {
+		res := run(realOptimistic, restartAfterPlan(true, 0))
+		Expect(res.Err()).NotTo(HaveOccurred(), res.Report())
+		var cut *trace.Request
+		for i, r := range res.Trace.Requests {
+			if strings.HasPrefix(r.Fault, "cut:") {
+				cut = &res.Trace.Requests[i]
+			}
+		}
+		Expect(cut).NotTo(BeNil(), res.Report())
+		Expect(cut.Code).To(Equal(200), "the apiserver applied the plan write")
+		Expect(cut.Fields).To(HaveKey(contention.PlanID))
+		Expect(res.Restarts).To(ConsistOf(HaveField("Client", contention.Replica(0))))
+		Expect(res.Restarts[0].Stopped).To(BeTemporally(">=", cut.Start.Add(cut.Latency)))
+		Expect(res.Report()).To(ContainSubstring("restart replica-0"))
+	})
+
+	It("a watch broken at the plan's own event, whose re-watch meets 410 Gone: the blind patch replans from the stale cache during client-go's relist backoff; the locked one meets 409s", func() {
+		sched := fuzz.Schedule{Knobs: map[string]int{"replicas": 0}, Steps: []fuzz.Step{{
+			Client: contention.Replica(0), Resource: "rollouts", Types: []string{"MODIFIED"}, Action: proxy.Expire, Length: contention.RealisticBounds.MaxLength,
+		}}}
+		const runs = 10
+		lost := 0
+		var last *fuzz.Result
+		for range runs {
+			res := run(realBlind, sched)
+			Expect(res.Report()).To(ContainSubstring("expire:"), "the re-watch met the 410")
+			if lostPlan(res) {
+				lost++
+				last = res
+			}
+		}
+		By(fmt.Sprintf("blind: %s lost the plan %d/%d times", sched, lost, runs))
+		Expect(lost).To(BeNumerically(">=", runs-1))
+		GinkgoWriter.Println(last.Report())
+		total409 := 0
+		for range runs {
+			res := run(realOptimistic, sched)
+			Expect(res.Err()).NotTo(HaveOccurred(), res.Report())
+			total409 += conflicts(res)
+		}
+		By(fmt.Sprintf("optimistic: never lost it, %d genuine 409s in %d runs", total409, runs))
+		Expect(total409).To(BeNumerically(">=", runs))
 	})
 })
