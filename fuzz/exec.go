@@ -47,7 +47,7 @@ type Exec struct {
 	errs        []error
 	procs       []*process
 	timers      []*time.Timer
-	controllers map[string]*controller // by proxy client name
+	controllers map[string]*controller  // by proxy client name
 	started     map[string]trace.Cursor // where each client's latest start begins in the trace
 	restarts    []Restart
 	restarting  int       // restarts under way
