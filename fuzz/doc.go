@@ -20,6 +20,26 @@
 // construction, below go test -fuzz's 10 s limit; an overrun is a
 // HarnessError, never a finding.
 //
+// Spaces: LagOnly (delay, hold), LagAndLoss (also drop, which no real
+// cluster does) and Realistic (delay, hold, a broken watch, a relist after
+// 410 Gone, a controller restart right after or before the answer to its Nth
+// write, optionally reconnecting to a lagging apiserver). A Realistic
+// schedule has at most one fault, and its bounds must leave room for it
+// (Bounds.fits: client-go's relist backoff, RestartBudget, the lag), so an
+// execution still fits Budget by construction. New spaces never change what
+// existing corpus bytes mean in theirs.
+//
+// Controllers started with Exec.StartManager or Exec.Command are restartable
+// under the proxy client they run as (Exec.Restart): a manager is stopped and
+// started again with fresh caches, a process is SIGKILLed and executed again
+// with the same arguments and kubeconfig. A restart step freezes the client
+// at the proxy right after (or instead of answering) its Nth write, so that
+// no later write escapes, then restarts it within RestartBudget.
+//
+// The lag is over when the schedule's windows have ended, no restart is
+// under way, and every watch a fault ended has been opened again: a
+// reflector waiting for its relist backoff is quiet, not settled.
+//
 // Oracles: convergence and stuck (Scenario.Converge), lost update
 // (Scenario.LostUpdates), differential against a no-lag reference run
 // (Scenario.Differential), and the scenario's own Checks. A violation is

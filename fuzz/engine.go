@@ -114,7 +114,7 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 	// A first execution pays for discovery, REST mappings and connections;
 	// it runs here, outside any execution's clock, with relaxed budgets.
 	e.slack = 10
-	if _, err := e.run(context.Background(), Schedule{Knobs: map[string]int{}}); err != nil {
+	if _, err := e.run(context.Background(), Schedule{Knobs: map[string]int{}}, runOptions{}); err != nil {
 		return nil, fmt.Errorf("scenario %s: warm-up execution without lag: %w", s.Name, err)
 	}
 	e.slack = 1
@@ -145,8 +145,12 @@ func (e *Env) Proxy() *proxy.Proxy { return e.proxy }
 // controllers started, the mark set with the lag windows, the workload driven,
 // the lag let run out, the run settled, the oracles checked, and everything
 // stopped. A non-nil error is a *HarnessError; violations are in the Result.
-func (e *Env) Run(ctx context.Context, sched Schedule) (*Result, error) {
-	res, err := e.run(ctx, sched)
+func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Result, error) {
+	var o runOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	res, err := e.run(ctx, sched, o)
 	if err != nil {
 		var h *HarnessError
 		if !errors.As(err, &h) {
@@ -160,9 +164,25 @@ func (e *Env) Run(ctx context.Context, sched Schedule) (*Result, error) {
 	return res, nil
 }
 
-func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr error) {
+// RunOption changes one Env.Run.
+type RunOption func(*runOptions)
+
+type runOptions struct{ within time.Duration }
+
+// Within lets one execution take up to d in all instead of Budget, its
+// scenario's checks included: for a spec that must watch a controller for
+// longer than go test -fuzz allows one input (slow retry backoffs). Settling
+// keeps its own budget; a check may wait for the rest. Never used while
+// fuzzing.
+func Within(d time.Duration) RunOption { return func(o *runOptions) { o.within = d } }
+
+func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Result, retErr error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, Budget*e.slack)
+	budget := Budget * e.slack
+	if o.within > 0 {
+		budget = o.within
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 
 	e.seq++
@@ -239,12 +259,12 @@ func (e *Env) run(ctx context.Context, sched Schedule) (res *Result, retErr erro
 		return res, harness("%w", err)
 	}
 	if ctx.Err() != nil {
-		return res, harness("execution in %s overran its %v budget", ns, Budget)
+		return res, harness("execution in %s overran its %v budget", ns, budget)
 	}
 	res.Trace = e.proxy.Trace().Since(trace.Cursor{})
 	e.check(ctx, x, res)
 	if ctx.Err() != nil {
-		return res, harness("execution in %s overran its %v budget while checking", ns, Budget)
+		return res, harness("execution in %s overran its %v budget while checking", ns, budget)
 	}
 	return res, nil
 }
@@ -324,6 +344,10 @@ func (e *Env) restartStep(ctx context.Context, x *Exec, step int, fired time.Tim
 	ready := time.Now()
 	x.mu.Lock()
 	x.restarts = append(x.restarts, Restart{Client: st.Client, Step: step, Fired: fired, Stopped: stopped, Ready: ready, Lag: st.Lag})
+	if x.restarted == nil {
+		x.restarted = map[int]bool{}
+	}
+	x.restarted[step] = true
 	x.lagUntil = maxTime(x.lagUntil, ready.Add(st.Lag))
 	x.mu.Unlock()
 	return nil
@@ -378,6 +402,11 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) b
 		}
 		x.mu.Lock()
 		over := !now.Before(maxTime(lagEnd, x.lagUntil)) && x.restarting == 0
+		for i, st := range x.Schedule.Steps {
+			if st.IsRestart() && !x.restarted[i] && now.Before(x.mark.Add(st.End())) {
+				over = false // its write may still come
+			}
+		}
 		x.mu.Unlock()
 		if over && len(down) == 0 && e.proxy.Pending() == 0 && now.Sub(lastWrite) >= quiet {
 			return true

@@ -50,7 +50,8 @@ type Exec struct {
 	controllers map[string]*controller  // by proxy client name
 	started     map[string]trace.Cursor // where each client's latest start begins in the trace
 	restarts    []Restart
-	restarting  int       // restarts under way
+	restarted   map[int]bool // restart steps done
+	restarting  int          // restarts under way
 	lagUntil    time.Time // a restart's lagging apiserver catches up then
 }
 

@@ -184,7 +184,7 @@ func (e *Env) reference(ctx context.Context, knobs map[string]int) (map[string]a
 		return want, want != nil
 	}
 	e.refs[key] = nil
-	ref, err := e.run(ctx, Schedule{Knobs: knobs})
+	ref, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
 	if err != nil || len(ref.Violations) > 0 {
 		return nil, false
 	}

@@ -280,9 +280,16 @@ type Schedule struct {
 // mark: no lag remains after it, but for what a fault set off (a relist
 // waiting for its backoff, a restart), which the engine follows as it
 // happens.
+//
+// A restart step's window only bounds when its write may come: the engine
+// counts the step as over once its restart is done, or when its window ends
+// without one, so LagEnd leaves restart steps out.
 func (s Schedule) LagEnd() time.Duration {
 	var end time.Duration
 	for _, st := range s.Steps {
+		if st.IsRestart() {
+			continue
+		}
 		e := st.End()
 		switch st.Action {
 		case proxy.Delay:

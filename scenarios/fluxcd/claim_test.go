@@ -40,7 +40,12 @@ type outcome struct {
 
 func observe(s fuzz.Schedule) outcome {
 	GinkgoHelper()
-	res := run(s)
+	return observeOn(env, s)
+}
+
+func observeOn(e *fuzz.Env, s fuzz.Schedule) outcome {
+	GinkgoHelper()
+	res := runOn(e, s)
 	o := outcome{res: res, converged: true}
 	var last time.Time
 	for _, r := range res.Trace.Requests {

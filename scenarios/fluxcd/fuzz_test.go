@@ -16,3 +16,28 @@ func FuzzFluxGitRepository(f *testing.F) { fuzz.Fuzz(f, fluxcd.Scenario(fuzz.Lag
 // events, which a real informer only meets when a watch breaks and it
 // relists.
 func FuzzFluxGitRepositoryLoss(f *testing.F) { fuzz.Fuzz(f, fluxcd.Scenario(fuzz.LagAndLoss)) }
+
+// FuzzFluxGitRepositoryRealistic searches faults a real cluster produces
+// (lag, broken watches, relists after 410 Gone, source-controller restarts
+// right after or before the answer to a write, reconnecting to lagging
+// apiservers) for a GitRepository that does not converge or ends in the
+// claimed state.
+func FuzzFluxGitRepositoryRealistic(f *testing.F) { fuzz.Fuzz(f, fluxcd.Scenario(fuzz.Realistic)) }
+
+// TestCorpusMeaning pins what each committed corpus entry decodes to: the
+// codec may grow new spaces, never change an old one's meaning.
+func TestCorpusMeaning(t *testing.T) {
+	// Printed by the code at 4a7839b, before the Realistic space existed.
+	for entry, want := range map[string]string{
+		"c461464ca704b279": "edit=0; t+0.00s–1.27s drop MODIFIED+DELETED+BOOKMARK gitrepositories for source-controller",
+		"f377d96598a14f9d": "edit=1; t+0.50s–0.91s drop gitrepositories for source-controller",
+	} {
+		b, err := fuzz.ReadCorpusEntry("testdata/fuzz/FuzzFluxGitRepositoryLoss/" + entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fluxcd.Scenario(fuzz.LagAndLoss).Decode(b).String(); got != want {
+			t.Errorf("%s: %q decodes to %q; it meant %q", entry, b, got, want)
+		}
+	}
+}

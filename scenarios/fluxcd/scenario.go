@@ -49,6 +49,12 @@ const (
 // bounds allow about 3 s of lag, as the claim has it, within the 8 s budget.
 var bounds = fuzz.Bounds{MaxStart: time.Second, MaxLength: 3200 * time.Millisecond, MaxLagEnd: 3500 * time.Millisecond, MaxDelay: 300 * time.Millisecond}
 
+// RealisticBounds leave room, within the 8 s budget, for one relist (client-go
+// waits up to 1.6 s before it relists) or one source-controller restart: up
+// to 2.1 s of lag, and lagging apiservers up to 0.3 s behind. Faults anchor to
+// the Nth event or write, and a clean reconcile writes within 0.3 s.
+var RealisticBounds = fuzz.Bounds{MaxStart: time.Second, MaxLength: 2100 * time.Millisecond, MaxLagEnd: 2100 * time.Millisecond, MaxDelay: 300 * time.Millisecond}
+
 // Binary returns the source-controller binary hack/source-controller.sh
 // built: $STALEFUZZ_SOURCE_CONTROLLER, else the store outside the repository.
 func Binary() string {
@@ -72,28 +78,44 @@ type fixture struct {
 // git server, with lag on its GitRepository watch. space chooses lag only or
 // lag and loss.
 func Scenario(space fuzz.Space) fuzz.Scenario {
-	name, knownBug := "fluxcd-lag", ""
-	if space == fuzz.LagAndLoss {
+	name, knownBug, b, seeds := "fluxcd-lag", "", bounds, Seeds(bounds)
+	switch space {
+	case fuzz.LagAndLoss:
 		// Losing a watch event for good (no relist) leaves source-controller's
 		// cache stale forever: its own later writes are no-ops and cause no
 		// event that would correct it. See README.md.
 		name, knownBug = "fluxcd-loss", "a watch event lost without relist leaves the GitRepository stuck"
+	case fuzz.Realistic:
+		name, b, seeds = "fluxcd-realistic", RealisticBounds, RealisticSeeds()
 	}
+	s := scenario(MinRetryDelay, MaxRetryDelay)
+	s.Name, s.Space, s.Bounds, s.KnownBug, s.Seeds = name, space, b, knownBug, seeds
+	return s
+}
+
+// DefaultRetryScenario is the lag-only scenario with source-controller's
+// default retry delays (--min-retry-delay=750ms --max-retry-delay=15m), for
+// specs that measure how long a user of the defaults waits: its backoff
+// outgrows an execution's budget, so such specs run with fuzz.Within.
+func DefaultRetryScenario() fuzz.Scenario {
+	s := scenario(750*time.Millisecond, 15*time.Minute)
+	s.Name, s.Space, s.Bounds, s.Seeds = "fluxcd-default-retry", fuzz.LagOnly, bounds, nil
+	return s
+}
+
+func scenario(minRetry, maxRetry time.Duration) fuzz.Scenario {
 	bin := Binary()
 	return fuzz.Scenario{
-		Name:      name,
 		CRDPaths:  []string{filepath.Join(filepath.Dir(bin), "crds")},
 		Clients:   []string{Client},
 		Resources: []string{"gitrepositories"},
-		Space:     space,
-		Bounds:    bounds,
 		Fields:    []string{"status.conditions", "reason"},
 		// Settled means no write for longer than the longest retry backoff:
 		// a source-controller that keeps retrying never counts as settled.
-		Quiet: MaxRetryDelay + 500*time.Millisecond,
+		Quiet: min(maxRetry, MaxRetryDelay) + 500*time.Millisecond,
 		Setup: setup,
 		Start: func(ctx context.Context, x *fuzz.Exec) error {
-			return start(ctx, x, bin)
+			return start(ctx, x, bin, minRetry, maxRetry)
 		},
 		// Knob "edit": 0 = no edit; k = the user edits spec.interval at
 		// t+k×EditStep, bumping metadata.generation while source-controller
@@ -116,8 +138,24 @@ func Scenario(space fuzz.Space) fuzz.Scenario {
 			{Name: "claimed-state", Fn: claimedState},
 		},
 		Features: features,
-		KnownBug: knownBug,
-		Seeds:    Seeds(bounds),
+	}
+}
+
+// RealisticSeeds restart source-controller right after its 1st, 2nd and 6th
+// write and relist its watch at the first MODIFIED, and with the user's edit
+// at t+0.5 s, relist at the edit's own event: the places the truth table
+// says matter, for the mutator to start from.
+func RealisticSeeds() []fuzz.Schedule {
+	step := func(edit int, st fuzz.Step) fuzz.Schedule {
+		st.Client, st.Length = Client, RealisticBounds.MaxLength
+		return fuzz.Schedule{Knobs: map[string]int{"edit": edit}, Steps: []fuzz.Step{st}}
+	}
+	return []fuzz.Schedule{
+		step(0, fuzz.Step{Action: proxy.Freeze}),
+		step(0, fuzz.Step{Action: proxy.Freeze, After: 1}),
+		step(0, fuzz.Step{Action: proxy.Cut, After: 5}),
+		step(0, fuzz.Step{Resource: "gitrepositories", Types: []string{"MODIFIED"}, Action: proxy.Expire}),
+		step(1, fuzz.Step{Resource: "gitrepositories", Types: []string{"MODIFIED"}, Action: proxy.Expire, After: 5}),
 	}
 }
 
@@ -157,7 +195,7 @@ func setup(_ context.Context, root string) (any, func() error, error) {
 
 // start runs source-controller for this execution only: watching the
 // execution's namespace, through its own proxy client, with its own storage.
-func start(ctx context.Context, x *fuzz.Exec, bin string) error {
+func start(ctx context.Context, x *fuzz.Exec, bin string, minRetry, maxRetry time.Duration) error {
 	kubeconfig, err := x.Kubeconfig(Client)
 	if err != nil {
 		return err
@@ -180,7 +218,7 @@ func start(ctx context.Context, x *fuzz.Exec, bin string) error {
 		"--storage-path="+storage,
 		"--storage-addr="+addr, "--storage-adv-addr="+addr,
 		"--metrics-addr=0", "--health-addr=0", "--events-addr=",
-		"--min-retry-delay="+MinRetryDelay.String(), "--max-retry-delay="+MaxRetryDelay.String(),
+		"--min-retry-delay="+minRetry.String(), "--max-retry-delay="+maxRetry.String(),
 		"--log-level=debug", "--log-encoding=json",
 	)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "RUNTIME_NAMESPACE="+x.Namespace)

@@ -2,7 +2,11 @@ package fluxcd_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -16,18 +20,50 @@ func TestFluxCD(t *testing.T) {
 	RunSpecs(t, "fluxcd")
 }
 
-var env *fuzz.Env
+var env, realistic *fuzz.Env
 
 var _ = BeforeSuite(func() {
 	var err error
 	env, err = fuzz.NewEnv(fluxcd.Scenario(fuzz.LagAndLoss))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(env.Stop)
+	realistic, err = fuzz.NewEnv(fluxcd.Scenario(fuzz.Realistic))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(realistic.Stop)
 })
+
+// Every execution kills every source-controller it started, the ones a
+// restart started included.
+var _ = AfterEach(func() {
+	Eventually(sourceControllers).WithTimeout(5*time.Second).Should(BeEmpty(), "source-controller processes left running")
+})
+
+// sourceControllers lists the PIDs of running processes of the
+// source-controller binary.
+func sourceControllers() []int {
+	bin, _ := filepath.EvalSymlinks(fluxcd.Binary())
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == bin {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
 
 func run(s fuzz.Schedule) *fuzz.Result {
 	GinkgoHelper()
-	res, err := env.Run(context.Background(), s)
+	return runOn(env, s)
+}
+
+func runOn(e *fuzz.Env, s fuzz.Schedule, opts ...fuzz.RunOption) *fuzz.Result {
+	GinkgoHelper()
+	res, err := e.Run(context.Background(), s, opts...)
 	Expect(err).NotTo(HaveOccurred(), "schedule %s", s)
 	return res
 }
