@@ -52,7 +52,7 @@ type Exec struct {
 	restarts    []Restart
 	restarted   map[int]bool // restart steps done
 	restarting  int          // restarts under way
-	lagUntil    time.Time // a restart's lagging apiserver catches up then
+	lagUntil    time.Time    // a restart's lagging apiserver catches up then
 }
 
 // controller is one restartable controller of the execution, running as one
