@@ -56,6 +56,9 @@ func (r *Result) Report() string {
 	}
 	fmt.Fprintf(&b, "stalefuzz %s in scenario %s (namespace %s, %.2fs)\n", what, r.Scenario, r.Namespace, r.Elapsed.Seconds())
 	fmt.Fprintf(&b, "schedule: %s\n", r.Schedule)
+	for _, st := range r.Schedule.Steps {
+		fmt.Fprintf(&b, "  cause of %s: %s\n", st, st.Cause())
+	}
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "violation [%s]: %s\n", v.Oracle, v.Message)
 	}

@@ -225,6 +225,30 @@ func (s Step) String() string {
 	return fmt.Sprintf("%s %s %s for %s%s", window, act, what, s.Client, lag)
 }
 
+// Cause says what in a real cluster does what the step does, or that
+// nothing does (the README's table of faults).
+func (s Step) Cause() string {
+	lagging := ""
+	if s.Lag > 0 {
+		lagging = "; the lag: an HA apiserver whose watch cache lags etcd (LIST resourceVersion=0 served from it)"
+	}
+	switch s.Action {
+	case proxy.Delay, proxy.Hold:
+		return "real: a slow or overloaded apiserver, a congested network or a slow client"
+	case proxy.Drop:
+		return "NOT REAL: no real cluster drops an event on an open watch; client-go only misses events across a relist"
+	case proxy.Break:
+		return "real: the apiserver's watch timeout, an apiserver restart, a load balancer reset"
+	case proxy.Expire:
+		return "real: a watch broken (apiserver restart, timeout) whose re-watch meets 410 Gone (compaction, a restarted apiserver's watch cache)" + lagging
+	case proxy.Freeze:
+		return "real: the controller killed between two writes (OOM kill, eviction, rollout)" + lagging
+	case proxy.Cut:
+		return "real: the controller killed after sending a write and before reading the answer" + lagging
+	}
+	return "unknown"
+}
+
 func ordinal(n int) string {
 	suffix := "th"
 	switch {
