@@ -407,8 +407,11 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) b
 				over = false // its write may still come
 			}
 		}
+		// A restarted controller gets the whole quiet period to act, from
+		// the moment it is ready (and its lagging apiserver caught up).
+		quietSince := maxTime(lastWrite, x.lagUntil)
 		x.mu.Unlock()
-		if over && len(down) == 0 && e.proxy.Pending() == 0 && now.Sub(lastWrite) >= quiet {
+		if over && len(down) == 0 && e.proxy.Pending() == 0 && now.Sub(quietSince) >= quiet {
 			return true
 		}
 		if now.After(deadline) {
