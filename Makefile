@@ -25,19 +25,26 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-.PHONY: demo fuzz fuzz-contention fuzz-figures
+.PHONY: demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures
 demo: assets ## a stale cache behind the proxy meets a real 409, in one small example
 	$(GO) test -count=1 -run='^Example_staleWrite$$' -v ./proxy/
 
 FUZZTIME ?= 3m
-fuzz: deps assets source-controller ## main job: the FluxCD campaign, FUZZTIME (default 3m) per schedule space, from an empty corpus; prints findings and figures
+fuzz: deps assets source-controller ## main job: campaigns over faults a real cluster produces (FluxCD source-controller, then the contention controller), FUZZTIME (default 3m) each, from an empty corpus; prints findings and figures
+	@hack/fuzz.sh FuzzFluxGitRepositoryRealistic ./scenarios/fluxcd/ $(FUZZTIME)
+	@hack/fuzz.sh FuzzContentionRealisticBlind ./scenarios/contention/ $(FUZZTIME)
+
+fuzz-fluxcd-lag: deps assets source-controller ## the FluxCD campaign over lag only (FUZZTIME)
 	@hack/fuzz.sh FuzzFluxGitRepository ./scenarios/fluxcd/ $(FUZZTIME)
+
+fuzz-fluxcd-loss: deps assets source-controller ## the FluxCD campaign over lag and silent loss, which no real cluster produces (FUZZTIME)
 	@hack/fuzz.sh FuzzFluxGitRepositoryLoss ./scenarios/fluxcd/ $(FUZZTIME)
 
-fuzz-contention: assets ## a bounded campaign (FUZZTIME) on the contention scenario's blind variant; prints the finding
+fuzz-contention: assets ## a bounded campaign (FUZZTIME) on the contention scenario's blind variant with two replicas; prints the finding
 	@hack/fuzz.sh FuzzContentionBlind ./scenarios/contention/ $(FUZZTIME)
 
 fuzz-figures: deps assets source-controller ## median time-to-finding from an empty corpus (5 runs) and execs/min, per target
 	@hack/fuzz-figures.sh FuzzContentionBlind ./scenarios/contention/ 5 120s
-	@hack/fuzz.sh FuzzContentionOptimistic ./scenarios/contention/ 3m
+	@hack/fuzz-figures.sh FuzzContentionRealisticBlind ./scenarios/contention/ 5 300s
+	@hack/fuzz.sh FuzzContentionRealisticOptimistic ./scenarios/contention/ 3m
 	@hack/fuzz-figures.sh FuzzFluxGitRepositoryLoss ./scenarios/fluxcd/ 5 5m

@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,6 +128,17 @@ func serverValues(ns string, kind kindUnderTest) map[string]string {
 	return out
 }
 
+// newNamespaceWithABC is a fresh namespace holding objects a, b and c of
+// kind, each with value "0".
+func newNamespaceWithABC(kind kindUnderTest) string {
+	GinkgoHelper()
+	ns := newNamespace()
+	for _, n := range []string{"a", "b", "c"} {
+		Expect(direct.Create(context.Background(), kind.newObject(ns, n, "0"))).To(Succeed())
+	}
+	return ns
+}
+
 func setValue(ns, name, v string, kind kindUnderTest) string {
 	GinkgoHelper()
 	o := kind.newObject(ns, name, "")
@@ -159,11 +171,7 @@ func eventsOf(clientName string) []trace.Event {
 var _ = Describe("Break", func() {
 	for _, kind := range []kindUnderTest{configMaps, widgets} {
 		It(fmt.Sprintf("ends a %s watch before the first matching event; the informer re-watches and the apiserver's replay leaves nothing lost", kind.resource), func() {
-			ctx := context.Background()
-			ns := newNamespace()
-			for _, n := range []string{"a", "b", "c"} {
-				Expect(direct.Create(ctx, kind.newObject(ns, n, "0"))).To(Succeed())
-			}
+			ns := newNamespaceWithABC(kind)
 			name := "break-" + kind.resource
 			inf := startInformer(name, ns, kind)
 			// The first MODIFIED passes: client-go relists instead of
@@ -210,11 +218,7 @@ var _ = Describe("Break", func() {
 var _ = Describe("Expire", func() {
 	for _, kind := range []kindUnderTest{configMaps, widgets} {
 		It(fmt.Sprintf("answers the %s re-watch with the apiserver's own 410; the informer relists and never sees the states in between", kind.resource), func() {
-			ctx := context.Background()
-			ns := newNamespace()
-			for _, n := range []string{"a", "b", "c"} {
-				Expect(direct.Create(ctx, kind.newObject(ns, n, "0"))).To(Succeed())
-			}
+			ns := newNamespaceWithABC(kind)
 			name := "expire-" + kind.resource
 			inf := startInformer(name, ns, kind)
 			Expect(px.SetRules(time.Now(),
@@ -400,5 +404,49 @@ var _ = Describe("Expire's 410", func() {
 		status := apierrors.FromObject(obj)
 		Expect(apierrors.IsResourceExpired(status)).To(BeTrue(), "%v", status)
 		Expect(status.Error()).To(Equal("too old resource version: 7 (9)"))
+	})
+})
+
+var _ = Describe("Stop with a frozen client", func() {
+	It("ends the held requests and leaves no goroutine behind", func() {
+		ctx := context.Background()
+		ns := newNamespace()
+		Expect(direct.Create(ctx, configMaps.newObject(ns, "a", "0"))).To(Succeed())
+		before := goleak.IgnoreCurrent()
+
+		p := &proxy.Proxy{Upstream: cp.Config, Log: GinkgoLogr}
+		Expect(p.Start()).To(Succeed())
+		c, err := p.Client("frozen")
+		Expect(err).NotTo(HaveOccurred())
+		cfg := c.Config()
+		cfg.Transport = &http2Off{}
+		cl, err := client.New(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.SetRules(time.Now(), proxy.Rule{Client: "frozen", Action: proxy.Cut})).To(Succeed())
+
+		patched := make(chan error, 2)
+		patch := func(v string) {
+			patched <- cl.Patch(ctx, configMaps.newObject(ns, "a", ""), client.RawPatch("application/merge-patch+json", []byte(`{"data":{"value":"`+v+`"}}`)))
+		}
+		go patch("1") // cut
+		Eventually(func() int {
+			n := 0
+			for _, r := range p.Trace().Since(trace.Cursor{}).Requests {
+				if strings.HasPrefix(r.Fault, "cut:") {
+					n++
+				}
+			}
+			return n
+		}).WithTimeout(5 * time.Second).Should(Equal(1))
+		go patch("2") // held: the client is frozen
+		Consistently(patched).WithTimeout(200*time.Millisecond).ShouldNot(Receive(), "no answer reaches the client")
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- p.Stop() }()
+		Eventually(stopped).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+		Eventually(patched).WithTimeout(5 * time.Second).Should(Receive(HaveOccurred()))
+		Eventually(patched).WithTimeout(5 * time.Second).Should(Receive(HaveOccurred()))
+		cfg.Transport.(*http2Off).CloseIdleConnections()
+		Expect(goleak.Find(before)).To(Succeed())
 	})
 })

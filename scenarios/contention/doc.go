@@ -15,5 +15,12 @@
 // The invariant: once a plan ID is written and acknowledged, it is never
 // replaced.
 //
+// Realistic is the same controller, one replica, under faults a real cluster
+// produces. Its cache also misses its own plan when a watch broken right
+// after the plan write meets 410 Gone on re-watch (client-go then waits 0.8 s
+// or more before it relists, and the controller keeps reconciling from the
+// stale cache), and when it restarts onto an apiserver that has not yet seen
+// the plan; the blind patch then loses the plan, the locked one meets 409s.
+//
 // Package contention reads no environment variables.
 package contention

@@ -126,25 +126,28 @@ var _ = Describe("contention with a blind MergeFrom patch", func() {
 		Expect(last.Violations).To(ContainElement(HaveField("Oracle", "plan-kept")))
 	})
 
-	It("reproduces the lost plan from each committed fuzz finding, at least 19 times in 20", func() {
-		entries, err := filepath.Glob("testdata/fuzz/FuzzContentionBlind/*")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(entries).NotTo(BeEmpty(), "FuzzContentionBlind's finding must be committed as a regression input")
-		scenario := contention.Scenario(contention.Blind)
-		for _, path := range entries {
-			input, err := fuzz.ReadCorpusEntry(path)
+	DescribeTable("reproduces the lost plan from each committed fuzz finding, at least 19 times in 20",
+		func(target string, scenario fuzz.Scenario, env func() *fuzz.Env) {
+			entries, err := filepath.Glob("testdata/fuzz/" + target + "/*")
 			Expect(err).NotTo(HaveOccurred())
-			sched := scenario.Decode(input)
-			lost := 0
-			for range 20 {
-				if res := run(blind, sched); res.Err() != nil {
-					lost++
+			Expect(entries).NotTo(BeEmpty(), "%s's findings must be committed as regression inputs", target)
+			for _, path := range entries {
+				input, err := fuzz.ReadCorpusEntry(path)
+				Expect(err).NotTo(HaveOccurred())
+				sched := scenario.Decode(input)
+				lost := 0
+				for range 20 {
+					if res := run(env(), sched); lostPlan(res) {
+						lost++
+					}
 				}
+				By(fmt.Sprintf("%s (%s): %d/20", path, sched, lost))
+				Expect(lost).To(BeNumerically(">=", 19), "%s: schedule %s reproduced the lost plan %d/20 times", path, sched, lost)
 			}
-			By(fmt.Sprintf("%s (%s): %d/20", path, sched, lost))
-			Expect(lost).To(BeNumerically(">=", 19), "%s: schedule %s reproduced the lost plan %d/20 times", path, sched, lost)
-		}
-	})
+		},
+		Entry("two replicas, lag", "FuzzContentionBlind", contention.Scenario(contention.Blind), func() *fuzz.Env { return blind }),
+		Entry("one replica, faults a real cluster produces", "FuzzContentionRealisticBlind", contention.Realistic(contention.Blind), func() *fuzz.Env { return realBlind }),
+	)
 })
 
 // restartAfterPlan restarts the single replica right after (or, with cut,

@@ -5,6 +5,11 @@
 // GitRepository with an artifact but a stale status.observedGeneration,
 // never healing.
 //
+// Three spaces of faults are searched: lag only, lag and (unrealistic) loss,
+// and faults a real cluster produces (broken watches, relists after 410
+// Gone, restarts between two writes or before a write's answer, onto
+// lagging apiservers), in which source-controller is restarted as a process.
+//
 // source-controller runs as a child process, one per execution, through its
 // own proxy client (a kubeconfig), watching only the execution's namespace,
 // and clones from a git server on 127.0.0.1 (package internal/gitserver).
