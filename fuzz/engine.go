@@ -375,6 +375,7 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) b
 	var seen trace.Cursor
 	lastWrite := lagEnd
 	down := map[string]time.Time{} // client|resource → when a fault ended its watch
+	var resumed time.Time          // when the last watch a fault ended was open again
 	for {
 		now := time.Now()
 		var newer trace.Trace
@@ -391,6 +392,9 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) b
 			case strings.HasPrefix(r.Fault, "expire:"):
 				down[key] = maxTime(down[key], r.Start)
 			case r.Code == 200 && r.Fault == "" && !r.Start.Before(down[key]):
+				if _, ok := down[key]; ok {
+					resumed = maxTime(resumed, r.Start.Add(r.Latency))
+				}
 				delete(down, key)
 			}
 		}
@@ -407,9 +411,10 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) b
 				over = false // its write may still come
 			}
 		}
-		// A restarted controller gets the whole quiet period to act, from
-		// the moment it is ready (and its lagging apiserver caught up).
-		quietSince := maxTime(lastWrite, x.lagUntil)
+		// A restarted controller, or one whose broken watch is open again,
+		// gets the whole quiet period to act from that moment (and from
+		// when its lagging apiserver caught up).
+		quietSince := maxTime(maxTime(lastWrite, x.lagUntil), resumed)
 		x.mu.Unlock()
 		if over && len(down) == 0 && e.proxy.Pending() == 0 && now.Sub(quietSince) >= quiet {
 			return true
