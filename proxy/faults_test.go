@@ -414,12 +414,7 @@ var _ = Describe("Stop with a frozen client", func() {
 		Expect(direct.Create(ctx, configMaps.newObject(ns, "a", "0"))).To(Succeed())
 		before := goleak.IgnoreCurrent()
 
-		p := &proxy.Proxy{Upstream: cp.Config, Log: GinkgoLogr}
-		Expect(p.Start()).To(Succeed())
-		c, err := p.Client("frozen")
-		Expect(err).NotTo(HaveOccurred())
-		cfg := c.Config()
-		cfg.Transport = &http2Off{}
+		p, cfg := privateProxy("frozen")
 		cl, err := client.New(cfg, client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(p.SetRules(time.Now(), proxy.Rule{Client: "frozen", Action: proxy.Cut})).To(Succeed())

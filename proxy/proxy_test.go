@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"net/http"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -367,12 +368,7 @@ var _ = Describe("Stop", func() {
 		Expect(direct.Create(ctx, configMaps.newObject(ns, "x", "0"))).To(Succeed())
 		before := goleak.IgnoreCurrent()
 
-		p := &proxy.Proxy{Upstream: cp.Config, Log: GinkgoLogr}
-		Expect(p.Start()).To(Succeed())
-		c, err := p.Client("leak")
-		Expect(err).NotTo(HaveOccurred())
-		cfg := c.Config()
-		cfg.Transport = &http2Off{} // a private transport, so no shared connection pool outlives the test
+		p, cfg := privateProxy("leak")
 		cs := kubernetes.NewForConfigOrDie(cfg)
 		list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -396,6 +392,20 @@ var _ = Describe("Stop", func() {
 		Expect(err).To(MatchError(ContainSubstring("not running")))
 	})
 })
+
+// privateProxy starts a proxy of the spec's own (the caller stops it) and
+// returns it with a config for its named client that uses a private
+// transport, so that no shared connection pool outlives the spec.
+func privateProxy(name string) (*proxy.Proxy, *rest.Config) {
+	GinkgoHelper()
+	p := &proxy.Proxy{Upstream: cp.Config, Log: GinkgoLogr}
+	Expect(p.Start()).To(Succeed())
+	c, err := p.Client(name)
+	Expect(err).NotTo(HaveOccurred())
+	cfg := c.Config()
+	cfg.Transport = &http2Off{}
+	return p, cfg
+}
 
 // http2Off is a private HTTP/1.1 transport.
 type http2Off struct{ t *http.Transport }
