@@ -289,10 +289,6 @@ func (s Step) Rules(ns string) []proxy.Rule {
 	return []proxy.Rule{r}
 }
 
-// Rule is the single proxy rule of a lag step in namespace ns (the first of
-// Rules).
-func (s Step) Rule(ns string) proxy.Rule { return s.Rules(ns)[0] }
-
 // Schedule is one decoded fuzz input: the scenario's knob settings and the lag
 // windows.
 type Schedule struct {

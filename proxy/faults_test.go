@@ -149,20 +149,19 @@ func setValue(ns, name, v string, kind kindUnderTest) string {
 }
 
 func requestsOf(clientName string) []trace.Request {
-	var out []trace.Request
-	for _, r := range px.Trace().Since(trace.Cursor{}).Requests {
-		if r.Client == clientName {
-			out = append(out, r)
-		}
-	}
-	return out
+	return ofClient(px.Trace().Since(trace.Cursor{}).Requests, func(r trace.Request) string { return r.Client }, clientName)
 }
 
 func eventsOf(clientName string) []trace.Event {
-	var out []trace.Event
-	for _, e := range px.Trace().Since(trace.Cursor{}).Events {
-		if e.Client == clientName {
-			out = append(out, e)
+	return ofClient(px.Trace().Since(trace.Cursor{}).Events, func(e trace.Event) string { return e.Client }, clientName)
+}
+
+// ofClient keeps the entries of the named client.
+func ofClient[T any](all []T, client func(T) string, name string) []T {
+	var out []T
+	for _, x := range all {
+		if client(x) == name {
+			out = append(out, x)
 		}
 	}
 	return out
