@@ -1,21 +1,19 @@
 package controlplane
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 )
 
 // KubernetesVersion is the kube-apiserver version hack/assets.sh builds; it
@@ -45,8 +43,7 @@ type Environment struct {
 
 	env     *envtest.Environment
 	workDir string
-	reaper  *exec.Cmd
-	toReap  io.WriteCloser
+	reaper  *reaper.Reaper
 	stopped sync.Once
 	stopErr error
 }
@@ -96,15 +93,14 @@ func (e *Environment) Start() (retErr error) {
 			retErr = errors.Join(retErr, e.Stop())
 		}
 	}()
-	if err := e.startReaper(); err != nil {
+	if e.reaper, err = reaper.New(work); err != nil {
 		return err
 	}
-
-	etcd, err := e.shim("etcd", filepath.Join(dir, "etcd"))
+	etcd, err := e.reaper.Shim("etcd", filepath.Join(dir, "etcd"))
 	if err != nil {
 		return err
 	}
-	apiserver, err := e.shim("kube-apiserver", filepath.Join(dir, "kube-apiserver"))
+	apiserver, err := e.reaper.Shim("kube-apiserver", filepath.Join(dir, "kube-apiserver"))
 	if err != nil {
 		return err
 	}
@@ -156,45 +152,6 @@ func (e *Environment) InstalledCRDs() []*apiextensionsv1.CustomResourceDefinitio
 	return e.env.CRDs
 }
 
-// shim writes an executable that records its PID for the reaper and then
-// becomes bin, so that the PID recorded is the binary's own.
-func (e *Environment) shim(name, bin string) (string, error) {
-	path := filepath.Join(e.workDir, name)
-	script := fmt.Sprintf("#!/bin/sh\necho $$ >> %s\nexec %s \"$@\"\n",
-		shellQuote(filepath.Join(e.workDir, "pids")), shellQuote(bin))
-	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
-		return "", fmt.Errorf("unable to write %s shim: %w", name, err)
-	}
-	return path, nil
-}
-
-// reaperScript waits for its stdin to close. If the last line it read is not
-// "stop", the process that started it died without cleaning up: it kills every
-// recorded process group and removes the working directory.
-const reaperScript = `trap '' INT TERM HUP
-last=
-while IFS= read -r line; do last=$line; done
-[ "$last" = stop ] && exit 0
-if [ -f "$1/pids" ]; then
-  while IFS= read -r p; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; done < "$1/pids"
-fi
-rm -rf "$1"
-`
-
-func (e *Environment) startReaper() error {
-	cmd := exec.Command("/bin/sh", "-c", reaperScript, "stalefuzz-reaper", e.workDir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return fmt.Errorf("unable to create reaper pipe: %w", err)
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("unable to start reaper: %w", err)
-	}
-	e.reaper, e.toReap = cmd, in
-	return nil
-}
-
 // Stop stops kube-apiserver and etcd, removes the working directory and ends
 // the reaper. It is idempotent and returns every error it met; whatever it
 // could not stop gracefully it kills.
@@ -206,20 +163,11 @@ func (e *Environment) Stop() error {
 				errs = append(errs, fmt.Errorf("unable to stop control plane: %w", err))
 			}
 		}
-		// Whatever is still alive (a failed start, a failed stop) is killed now.
-		for _, pid := range e.PIDs() {
-			if syscall.Kill(-pid, 0) == nil {
-				_ = syscall.Kill(-pid, syscall.SIGKILL)
-			}
-		}
-		if e.toReap != nil {
-			_, _ = io.WriteString(e.toReap, "stop\n")
-			_ = e.toReap.Close()
-			if err := e.reaper.Wait(); err != nil {
-				errs = append(errs, fmt.Errorf("reaper: %w", err))
-			}
-		}
-		if e.workDir != "" {
+		// Whatever is still alive (a failed start, a failed stop) is killed
+		// now, and the working directory removed.
+		if e.reaper != nil {
+			errs = append(errs, e.reaper.Stop())
+		} else if e.workDir != "" {
 			if err := os.RemoveAll(e.workDir); err != nil {
 				errs = append(errs, fmt.Errorf("unable to remove %s: %w", e.workDir, err))
 			}
@@ -233,22 +181,8 @@ func (e *Environment) Stop() error {
 // now (each is also its process group ID). envtest also runs the binaries
 // briefly to read their versions; those have exited and are not listed.
 func (e *Environment) PIDs() []int {
-	if e.workDir == "" {
+	if e.reaper == nil {
 		return nil
 	}
-	f, err := os.Open(filepath.Join(e.workDir, "pids"))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var pids []int
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if pid, err := strconv.Atoi(strings.TrimSpace(s.Text())); err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return e.reaper.PIDs()
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

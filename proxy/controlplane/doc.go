@@ -10,14 +10,12 @@
 // and returns every error it met.
 //
 // No process Start launches survives the test binary, whatever way it exits:
-// Stop, a failed Start, a panic, os.Exit, SIGINT or SIGKILL. Each binary is
-// launched through a one-line shim that records its PID before exec'ing it;
-// a small reaper process (sh, in its own process group, ignoring SIGINT, SIGTERM
-// and SIGHUP) holds the read end of a pipe whose write end only this process
-// has. When the pipe closes without the word "stop" (the process died), the
-// reaper kills the process group of every recorded PID and removes the working
-// directory (certificates, etcd data). envtest starts each binary as a process
-// group leader, so killing the group reaches it.
+// Stop, a failed Start, a panic, os.Exit, SIGINT or SIGKILL. The binaries run
+// under a reaper (package proxy/reaper): each is launched through a shim that
+// records its PID before exec'ing it, and if this process dies without Stop,
+// the reaper kills the process group of every recorded PID and removes the
+// working directory (certificates, etcd data). envtest starts each binary as
+// a process group leader, so killing the group reaches it.
 //
 // # Environment variables
 //
