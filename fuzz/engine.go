@@ -21,6 +21,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
+	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -56,6 +57,7 @@ func harness(format string, args ...any) error {
 type Env struct {
 	s      Scenario
 	cp     *controlplane.Environment
+	reaper *reaper.Reaper // owns the executions' child processes
 	proxy  *proxy.Proxy
 	direct client.Client
 	scheme *runtime.Scheme
@@ -91,11 +93,17 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 			retErr = errors.Join(retErr, e.Stop())
 		}
 	}()
+	procs, err := os.MkdirTemp(e.cp.Dir(), "procs-")
+	if err != nil {
+		return nil, fmt.Errorf("unable to create the directory of the executions' processes: %w", err)
+	}
+	if e.reaper, err = reaper.New(procs); err != nil {
+		return nil, err
+	}
 	e.proxy = &proxy.Proxy{Upstream: e.cp.Config, Fields: append(slices.Clone(s.LostUpdates), s.Fields...)}
 	if err := e.proxy.Start(); err != nil {
 		return nil, err
 	}
-	var err error
 	if e.direct, err = client.New(e.cp.Config, client.Options{Scheme: e.scheme}); err != nil {
 		return nil, fmt.Errorf("unable to create direct client: %w", err)
 	}
@@ -130,6 +138,9 @@ func (e *Env) Stop() error {
 	}
 	if e.proxy != nil {
 		errs = append(errs, e.proxy.Stop())
+	}
+	if e.reaper != nil {
+		errs = append(errs, e.reaper.Stop())
 	}
 	if e.cp != nil {
 		errs = append(errs, e.cp.Stop())
@@ -252,6 +263,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		}
 	}
 	res.Settled = e.settle(ctx, x, lagEnd, deadline.Add(SettleBudget*e.slack))
+	x.settled = res.Settled
 	x.mu.Lock()
 	res.Restarts = slices.Clone(x.restarts)
 	x.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -36,6 +37,9 @@ type Exec struct {
 	// Direct is a client straight to the apiserver: never stale, never in
 	// the trace. Use it to drive the workload and to read final state.
 	Direct client.Client
+	// Value is the scenario's own state for this execution: what its Start
+	// prepares for Drive and its checks. The engine never reads it.
+	Value any
 
 	env  *Env
 	dir  string
@@ -53,6 +57,7 @@ type Exec struct {
 	restarted   map[int]bool // restart steps done
 	restarting  int          // restarts under way
 	lagUntil    time.Time    // a restart's lagging apiserver catches up then
+	settled     bool
 }
 
 // controller is one restartable controller of the execution, running as one
@@ -98,6 +103,55 @@ func (x *Exec) Kubeconfig(clientName string) (string, error) {
 	return path, c.WriteKubeconfig(path)
 }
 
+// DirectConfig returns an admin rest.Config straight to the apiserver, as
+// Direct's: for clients Direct does not provide (a watch, a clientset).
+func (x *Exec) DirectConfig() *rest.Config { return rest.CopyConfig(x.env.cp.Config) }
+
+// WaitForVersion waits until the named client has been sent resourceVersion
+// rv (or a newer one) of the object namespace/name of resource: a watch event
+// of that object at rv or later was released to it, or a LIST of resource it
+// sent was answered at rv or later. It is how a scenario waits until a
+// controller can have seen a write, without copying the trace on every poll:
+// each poll reads only what the trace recorded since the last one.
+func (x *Exec) WaitForVersion(ctx context.Context, clientName, resource, namespace, name, rv string) error {
+	var cur, rcur trace.Cursor // the trace starts with the execution
+	newer := func(got string) bool {
+		c, err := resourceversion.CompareResourceVersion(got, rv)
+		return err == nil && c >= 0
+	}
+	err := wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+		if err := x.err(); err != nil {
+			return false, err
+		}
+		var tr trace.Trace
+		var released []trace.Event
+		released, rcur = x.env.proxy.Trace().NextReleased(rcur)
+		tr, cur = x.env.proxy.Trace().Next(cur)
+		for _, ev := range released {
+			if ev.Client == clientName && ev.Resource == resource && ev.Namespace == namespace && ev.Name == name &&
+				newer(ev.ResourceVersion) {
+				return true, nil
+			}
+		}
+		for _, r := range tr.Requests {
+			if r.Client == clientName && r.Resource == resource && r.Verb == "list" && r.Code == 200 &&
+				(r.Namespace == "" || r.Namespace == namespace) && newer(r.ReturnedRV) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s was never sent %s %s/%s at resourceVersion %s or later: %w", clientName, resource, namespace, name, rv, err)
+	}
+	return nil
+}
+
+// Settled says, to a scenario's checks, whether the run settled: the lag was
+// over and no client wrote for the quiet period. A check of end state
+// (convergence) judges only a settled run; a safety check judges any.
+func (x *Exec) Settled() bool { return x.settled }
+
 // Fixture is what Scenario.Setup returned for this process.
 func (x *Exec) Fixture() any { return x.env.fixture }
 
@@ -111,14 +165,17 @@ func (x *Exec) WaitForWatch(ctx context.Context, clientName, resource string) er
 	x.mu.Lock()
 	cur := x.started[clientName]
 	x.mu.Unlock()
+	rcur := cur
 	err := wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
 		if err := x.err(); err != nil {
 			return false, err // a controller already died
 		}
 		var tr trace.Trace
+		var released []trace.Event
+		released, rcur = x.env.proxy.Trace().NextReleased(rcur)
 		tr, cur = x.env.proxy.Trace().Next(cur)
-		for _, ev := range tr.Events {
-			if ev.Client == clientName && ev.Resource == resource && ev.InitialEnd && ev.Fate == trace.Released {
+		for _, ev := range released {
+			if ev.Client == clientName && ev.Resource == resource && ev.InitialEnd {
 				return true, nil
 			}
 		}
@@ -217,8 +274,10 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 }
 
 // Command starts a child process that the execution owns: it runs in its own
-// process group, which is killed when the execution ends, and it gets SIGKILL
-// if this process dies first (Pdeathsig). name is the proxy client it runs
+// process group, which is killed when the execution ends, and, as the control
+// plane's, it cannot outlive this process however it dies (package
+// proxy/reaper: SIGKILL to its whole process group, by Pdeathsig and by a
+// reaper process). name is the proxy client it runs
 // as: a restart of that client SIGKILLs it and executes it again with the
 // same path, arguments, environment, directory and output files (Command
 // keeps its own copies of cmd's output files, so the caller may close its
@@ -277,8 +336,7 @@ func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
 			*w = dup
 		}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := x.env.reaper.Start(cmd); err != nil {
 		p.close()
 		return nil, fmt.Errorf("unable to start %s: %w", name, err)
 	}
@@ -290,6 +348,7 @@ func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
 		defer x.wg.Done()
 		defer close(p.exited)
 		err := cmd.Wait()
+		x.env.reaper.Forget(cmd.Process.Pid)
 		if x.ctx.Err() == nil && !p.restarted.Load() {
 			x.fail(fmt.Errorf("%s exited during the execution: %v", name, err))
 		}

@@ -88,8 +88,8 @@ type Trace struct {
 
 // Cursor marks a point in a Log; Since returns what was recorded after it.
 type Cursor struct {
-	gen              uint64
-	requests, events int
+	gen                        uint64
+	requests, events, releases int
 }
 
 // Log records requests and events. The zero value is an empty log.
@@ -98,6 +98,7 @@ type Log struct {
 	gen      uint64
 	requests []Request
 	events   chunks // events are many and updated in place: never copied to grow
+	releases []int  // indexes of events, in the order they were released
 }
 
 // chunkSize is how many events one chunk holds.
@@ -148,7 +149,11 @@ func (l *Log) AddRequest(r Request) {
 func (l *Log) AddEvent(e Event) EventID {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return EventID{gen: l.gen, idx: l.events.append(e)}
+	i := l.events.append(e)
+	if e.Fate == Released {
+		l.releases = append(l.releases, i)
+	}
+	return EventID{gen: l.gen, idx: i}
 }
 
 // SetFate records what became of an event. Updates to events recorded before
@@ -160,6 +165,9 @@ func (l *Log) SetFate(id EventID, f Fate, at time.Time) {
 		return
 	}
 	ev := l.events.at(id.idx)
+	if f == Released && ev.Fate != Released {
+		l.releases = append(l.releases, id.idx)
+	}
 	ev.Fate = f
 	if f == Released {
 		ev.Released = at
@@ -172,14 +180,18 @@ func (l *Log) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
-	l.requests, l.events = nil, chunks{}
+	l.requests, l.events, l.releases = nil, chunks{}, nil
 }
 
 // Cursor returns the current end of the log.
 func (l *Log) Cursor() Cursor {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n}
+	return l.end()
+}
+
+func (l *Log) end() Cursor {
+	return Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n, releases: len(l.releases)}
 }
 
 // Since returns a copy of what was recorded after c (everything, for the zero
@@ -200,7 +212,25 @@ func (l *Log) Next(c Cursor) (Trace, Cursor) {
 	return Trace{
 		Requests: slices.Clone(l.requests[min(c.requests, len(l.requests)):]),
 		Events:   l.events.since(c.events),
-	}, Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n}
+	}, l.end()
+}
+
+// NextReleased returns the events released to clients after c, in the order
+// they were released (an event held at the proxy is recorded when it arrives
+// and released later: Next returns it once, as it was when recorded), and
+// the cursor just past them. It is how a poller waits for what a client has
+// been sent.
+func (l *Log) NextReleased(c Cursor) ([]Event, Cursor) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.gen != l.gen {
+		c = Cursor{}
+	}
+	var out []Event
+	for _, i := range l.releases[min(c.releases, len(l.releases)):] {
+		out = append(out, *l.events.at(i))
+	}
+	return out, l.end()
 }
 
 // Entries merges requests (by Start) and events (by Arrived) in time order.
