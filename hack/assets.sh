@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# assets.sh builds the envtest control plane (kube-apiserver and etcd) from Go
+# assets.sh builds the envtest control plane (kube-apiserver and etcd) and
+# kube-controller-manager from Go
 # modules, because setup-envtest cannot download release archives on machines
 # without internet access. Binaries go to the setup-envtest store layout, outside
 # the repository, so a store that setup-envtest already filled is reused and a
@@ -60,20 +61,28 @@ else
 	build etcd "$here/tools/etcd" .
 fi
 
-if have kube-apiserver "Kubernetes ${K8S_VERSION}"; then
-	log "kube-apiserver ${K8S_VERSION} present in $dir"
-else
-	major=${K8S_VERSION#v}; major=${major%%.*}
-	minor=${K8S_VERSION#v}; minor=${minor#*.}; minor=${minor%%.*}
-	ld=""
-	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${major} -X $p.gitMinor=${minor}"
-		ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
-	done
-	log "cold build takes about 7 minutes on 2 cores"
-	build kube-apiserver "$here/tools/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$ld"
-fi
+# The version ldflags kubernetes' own build sets, under both packages that report it.
+major=${K8S_VERSION#v}; major=${major%%.*}
+minor=${K8S_VERSION#v}; minor=${minor#*.}; minor=${minor%%.*}
+ld=""
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${major} -X $p.gitMinor=${minor}"
+	ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+done
+
+# kube-apiserver, and kube-controller-manager (the target of scenarios/kcm) from
+# the same tools module, so both are built from one set of module versions.
+for cmd in kube-apiserver kube-controller-manager; do
+	if have "$cmd" "Kubernetes ${K8S_VERSION}"; then
+		log "$cmd ${K8S_VERSION} present in $dir"
+	else
+		log "cold build of $cmd takes about 7 minutes on 2 cores"
+		build "$cmd" "$here/tools/kube-apiserver" "k8s.io/kubernetes/cmd/$cmd" "$ld"
+	fi
+done
 
 have etcd "etcd Version: ${ETCD_VERSION#v}" || { log "etcd in $dir does not report ${ETCD_VERSION}"; exit 1; }
-have kube-apiserver "Kubernetes ${K8S_VERSION}" || { log "kube-apiserver in $dir does not report ${K8S_VERSION}"; exit 1; }
+for cmd in kube-apiserver kube-controller-manager; do
+	have "$cmd" "Kubernetes ${K8S_VERSION}" || { log "$cmd in $dir does not report ${K8S_VERSION}"; exit 1; }
+done
 echo "$dir"
