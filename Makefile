@@ -6,7 +6,7 @@ GO ?= go
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-assets: ## build kube-apiserver and etcd from Go modules into the envtest store (idempotent; ~7 min cold)
+assets: ## build kube-apiserver, etcd and kube-controller-manager from Go modules into the envtest store (idempotent; ~7 min cold, +2-6 min for kube-controller-manager)
 	@hack/assets.sh >/dev/null
 
 source-controller: ## build FluxCD source-controller v1.9.3 and its CRDs from Go modules (idempotent; ~5 min cold)
@@ -25,7 +25,7 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-.PHONY: demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures
+.PHONY: demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm
 demo: assets ## a stale cache behind the proxy meets a real 409, in one small example
 	$(GO) test -count=1 -run='^Example_staleWrite$$' -v ./proxy/
 
@@ -48,3 +48,16 @@ fuzz-figures: deps assets source-controller ## median time-to-finding from an em
 	@hack/fuzz-figures.sh FuzzContentionRealisticBlind ./scenarios/contention/ 5 300s
 	@hack/fuzz.sh FuzzContentionRealisticOptimistic ./scenarios/contention/ 3m
 	@hack/fuzz-figures.sh FuzzFluxGitRepositoryLoss ./scenarios/fluxcd/ 5 5m
+
+KCM_TARGET ?= FuzzJobGateOff
+fuzz-kcm: assets ## a campaign (FUZZTIME) on kube-controller-manager's Job controller with its KEP-5647 gate off; KCM_TARGET=Fuzz{Job,ReplicaSet,DaemonSet,StatefulSet}Gate{Off,On} picks another
+	@hack/fuzz.sh $(KCM_TARGET) ./scenarios/kcm/ $(FUZZTIME)
+
+KCM_RUNS ?= 5
+KCM_BUDGET ?= 120s
+kcm-figures: assets ## per kube-controller-manager controller, gate off and on: median time to a finding from an empty corpus (KCM_RUNS campaigns of KCM_BUDGET)
+	@for c in Job ReplicaSet DaemonSet StatefulSet; do for g in Off On; do \
+		echo "== Fuzz$${c}Gate$${g}"; hack/fuzz-figures.sh Fuzz$${c}Gate$${g} ./scenarios/kcm/ $(KCM_RUNS) $(KCM_BUDGET); done; done
+
+truth-table-kcm: assets ## the kube-controller-manager truth table (each pattern with the gate off and on) into scenarios/kcm/truth-table.md
+	STALEFUZZ_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/truth-table.md $(GO) test -count=1 -run=TestKCM -v ./scenarios/kcm/ -ginkgo.label-filter=truth-table

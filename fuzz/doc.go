@@ -52,6 +52,8 @@
 //
 // # Environment variables
 //
+//   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds, so that a
+//     campaign measures what the mutator finds on its own.
 //   - STALEFUZZ_FINDINGS: directory for findings' traces and the harness
 //     error log. Default: $TMPDIR/stalefuzz-findings.
 //   - Those of package proxy/controlplane (KUBEBUILDER_ASSETS, ...).

@@ -44,8 +44,10 @@ func (s Scenario) Encode(sch Schedule) []byte { return s.codec(s.Space).encode(s
 // $TMPDIR/stalefuzz-findings.
 func Fuzz(f *testing.F, s Scenario) {
 	f.Helper()
-	for _, seed := range s.Seeds {
-		f.Add(s.Encode(seed))
+	if os.Getenv("STALEFUZZ_NO_SEEDS") == "" {
+		for _, seed := range s.Seeds {
+			f.Add(s.Encode(seed))
+		}
 	}
 	if isCoordinator(f.Name()) {
 		f.Fuzz(func(*testing.T, []byte) {})

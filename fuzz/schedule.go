@@ -49,6 +49,19 @@ type Bounds struct {
 	// MaxDelay bounds a Delay step's per-event delay, so every event has been
 	// released by MaxLagEnd+MaxDelay.
 	MaxDelay time.Duration
+	// MaxFaultEnd is, in the Realistic space, the latest a fault's window
+	// (break, relist, restart) ends: longer ones are cut there, so that the
+	// fault's aftermath (a relist backoff, a restart) fits the budget while
+	// lag windows may last until MaxLagEnd. Zero: MaxLagEnd.
+	MaxFaultEnd time.Duration
+}
+
+// faultEnd is MaxFaultEnd or its default.
+func (b Bounds) faultEnd() time.Duration {
+	if b.MaxFaultEnd == 0 {
+		return b.MaxLagEnd
+	}
+	return b.MaxFaultEnd
 }
 
 // DefaultBounds are Scenario.Bounds' zero value.
@@ -64,10 +77,12 @@ func (b Bounds) orDefault() Bounds {
 // fits reports whether an execution under these bounds, with the phase
 // budgets, finishes within Budget in the given space.
 func (b Bounds) fits(space Space) error {
-	if b.MaxStart <= 0 || b.MaxLength < MinLength || b.MaxLagEnd <= b.MaxStart || b.MaxDelay < 0 {
-		return fmt.Errorf("bounds %+v: want 0 < MaxStart < MaxLagEnd, MaxLength >= %v, MaxDelay >= 0", b, MinLength)
+	if b.MaxStart <= 0 || b.MaxLength < MinLength || b.MaxLagEnd <= b.MaxStart || b.MaxDelay < 0 ||
+		b.faultEnd() <= b.MaxStart || b.faultEnd() > b.MaxLagEnd {
+		return fmt.Errorf("bounds %+v: want 0 < MaxStart < MaxFaultEnd <= MaxLagEnd, MaxLength >= %v, MaxDelay >= 0", b, MinLength)
 	}
-	if total := StartBudget + DriveBudget + b.MaxLagEnd + max(b.MaxDelay, b.faultAllowance(space)) + SettleBudget + StopBudget; total > Budget {
+	lagOver := max(b.MaxLagEnd+b.MaxDelay, b.faultEnd()+b.faultAllowance(space))
+	if total := StartBudget + DriveBudget + lagOver + SettleBudget + StopBudget; total > Budget {
 		return fmt.Errorf("bounds %+v: an execution could take %v in space %v, over the %v budget", b, total, space, Budget)
 	}
 	return nil
@@ -498,6 +513,9 @@ func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
 			st.Action = proxy.Hold
 		}
 		fault = fault || st.IsFault()
+		if st.IsFault() && st.End() > c.bounds.faultEnd() {
+			st.Length = c.bounds.faultEnd() - st.Start
+		}
 		if st.IsRestart() {
 			if v := int(r[0]>>4) % 5; v > 0 {
 				st.Verbs = []string{writeVerbs[v-1]}
@@ -533,8 +551,8 @@ func (c codec) encodeRealistic(b []byte, steps []Step) []byte {
 		r[1] = byte(max(0, index(c.resources, st.Resource)))
 		r[2] = unquad(st.Start, 0, c.bounds.MaxStart)
 		r[3] = unquad(st.Length, MinLength, c.bounds.MaxLength)
-		if st.End() == c.bounds.MaxLagEnd {
-			r[3] = 255
+		if st.End() == c.bounds.MaxLagEnd || (st.IsFault() && st.End() == c.bounds.faultEnd()) {
+			r[3] = 255 // decode cuts it there again
 		}
 		r[5] = byte(st.After % maxAfter)
 		var act, param byte
