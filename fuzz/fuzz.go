@@ -44,7 +44,7 @@ func (s Scenario) Encode(sch Schedule) []byte { return s.codec(s.Space).encode(s
 // $TMPDIR/stalefuzz-findings.
 func Fuzz(f *testing.F, s Scenario) {
 	f.Helper()
-	if os.Getenv("STALEFUZZ_NO_SEEDS") == "" {
+	if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && (isFuzzing() || !s.SeedsOnlyFuzzing) {
 		for _, seed := range s.Seeds {
 			f.Add(s.Encode(seed))
 		}

@@ -108,6 +108,12 @@ type Scenario struct {
 	// Seeds are schedules every campaign starts from, besides the corpus in
 	// testdata. Zero: none.
 	Seeds []Schedule
+
+	// SeedsOnlyFuzzing makes Seeds starting points of campaigns only: a
+	// plain go test run (regression) does not execute them, only the
+	// committed corpus. For scenarios with many seeds, to keep the suite
+	// lean.
+	SeedsOnlyFuzzing bool
 }
 
 // DefaultQuiet is Scenario.Quiet's default.

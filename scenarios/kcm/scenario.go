@@ -91,11 +91,12 @@ func Scenario(c Controller, gate bool) fuzz.Scenario {
 		// Longer than the controller's retry: the Job controller batches
 		// pod events for 1 s and backs off 1 s after an error; the others
 		// retry within milliseconds (workqueue's 5 ms doubling).
-		Quiet: w.quiet,
-		Setup: setup,
-		Start: func(ctx context.Context, x *fuzz.Exec) error { return start(ctx, x, c, gate) },
-		Drive: func(ctx context.Context, x *fuzz.Exec) error { return w.drive(ctx, x, x.Value.(*run)) },
-		Seeds: Seeds(c),
+		Quiet:            w.quiet,
+		Setup:            setup,
+		Start:            func(ctx context.Context, x *fuzz.Exec) error { return start(ctx, x, c, gate) },
+		Drive:            func(ctx context.Context, x *fuzz.Exec) error { return w.drive(ctx, x, x.Value.(*run)) },
+		Seeds:            Seeds(c),
+		SeedsOnlyFuzzing: true,
 		Checks: []fuzz.Check{
 			{Name: "safety", Fn: safety},
 			{Name: "convergence", Fn: convergence},
@@ -103,12 +104,15 @@ func Scenario(c Controller, gate bool) fuzz.Scenario {
 	}
 }
 
-// Seeds are the same generic schedules for every controller, derived from
-// nothing but the resources it watches, with every knob at zero: each
-// resource's events held for the longest window, each resource's watch
-// relisted (410 Gone) at its first event, and a restart right after the
-// controller's first pod create. They tell the mutator where faults can be
-// placed, not where a bug is; STALEFUZZ_NO_SEEDS=1 leaves them out.
+// Seeds are the same generic, positional schedules for every controller,
+// derived from nothing but the resources it watches, with every knob at
+// zero: each resource's events held for the rest of the longest window from
+// each of its first four events on (the object's creation, then the
+// controller's first writes), each resource's watch relisted (410 Gone) at
+// its first and second event, and a restart right after the controller's
+// first and second pod create. They tell the mutator where in the sequence
+// of events a fault can sit, not which one matters; STALEFUZZ_NO_SEEDS=1
+// leaves them out.
 func Seeds(c Controller) []fuzz.Schedule {
 	one := func(st fuzz.Step) fuzz.Schedule {
 		st.Client = Client
@@ -119,12 +123,18 @@ func Seeds(c Controller) []fuzz.Schedule {
 		return fuzz.Schedule{Knobs: knobs, Steps: []fuzz.Step{st}}
 	}
 	var out []fuzz.Schedule
-	for _, res := range workloads[c].resources {
-		out = append(out,
-			one(fuzz.Step{Resource: res, Action: proxy.Hold, Length: Bounds.MaxLagEnd}),
-			one(fuzz.Step{Resource: res, Action: proxy.Expire, Length: Bounds.MaxFaultEnd}))
+	for n := 1; n <= 4; n++ {
+		for _, res := range workloads[c].resources {
+			out = append(out, one(fuzz.Step{Resource: res, Action: proxy.Hold, After: n, Length: Bounds.MaxLagEnd}))
+		}
 	}
-	return append(out, one(fuzz.Step{Resource: "pods", Verbs: []string{"create"}, Subresource: "-", Action: proxy.Freeze, Length: Bounds.MaxFaultEnd}))
+	for n := 1; n <= 2; n++ {
+		for _, res := range workloads[c].resources {
+			out = append(out, one(fuzz.Step{Resource: res, Action: proxy.Expire, After: n - 1, Length: Bounds.MaxFaultEnd}))
+		}
+		out = append(out, one(fuzz.Step{Resource: "pods", Verbs: []string{"create"}, Subresource: "-", Action: proxy.Freeze, After: n - 1, Length: Bounds.MaxFaultEnd}))
+	}
+	return out
 }
 
 func lower(c Controller) string {

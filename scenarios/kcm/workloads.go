@@ -107,7 +107,7 @@ var workloads = map[Controller]workload{
 			par, comp := *j.Spec.Parallelism, *j.Spec.Completions
 			allowed := min(par, comp-int32(len(st.succeeded)))
 			if n := len(st.livePods()); int32(n) > allowed {
-				return fmt.Sprintf("%d live pods of job %s (%s); the spec allowed %d: parallelism %d, completions %d, %d pods already succeeded (%s)",
+				return fmt.Sprintf("%d live pod(s) of job %s (%s); the spec allowed %d: parallelism %d, completions %d, %d pod(s) already succeeded (%s)",
 					n, workloadName, names(st.livePods()), allowed, par, comp, len(st.succeeded), setNames(st.succeeded))
 			}
 			return ""
