@@ -44,7 +44,9 @@ func (s Scenario) Encode(sch Schedule) []byte { return s.codec(s.Space).encode(s
 // $TMPDIR/stalefuzz-findings.
 func Fuzz(f *testing.F, s Scenario) {
 	f.Helper()
-	if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && (isFuzzing() || !s.SeedsOnlyFuzzing) {
+	// The coordinator of go test -fuzz owns the corpus: it must get the
+	// seeds too (test.fuzz is set in it and in its workers).
+	if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && (flagValue("test.fuzz") != "" || !s.SeedsOnlyFuzzing) {
 		for _, seed := range s.Seeds {
 			f.Add(s.Encode(seed))
 		}
