@@ -81,7 +81,15 @@ func Scenario(c Controller, gate bool) fuzz.Scenario {
 	if gate {
 		state = "on"
 	}
+	knownBug := ""
+	if c == Job && !gate {
+		// README.md: the Job controller's own status writes unseen, it
+		// counts a finished pod nowhere and creates one the spec does not
+		// allow (what StaleControllerConsistencyJob prevents).
+		knownBug = "with StaleControllerConsistencyJob off, a Job whose own status writes are unseen creates a pod its spec does not allow"
+	}
 	return fuzz.Scenario{
+		KnownBug:  knownBug,
 		Name:      fmt.Sprintf("kcm-%s-gate-%s", lower(c), state),
 		Clients:   []string{Client},
 		Resources: w.resources,

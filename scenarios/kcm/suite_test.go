@@ -83,10 +83,11 @@ func run(c kcm.Controller, gate bool, s fuzz.Schedule) *fuzz.Result {
 	}
 }
 
-// hold holds resource's events for kube-controller-manager from start on.
-func hold(knobs map[string]int, resource string, start time.Duration) fuzz.Schedule {
+// hold holds resource's events for kube-controller-manager once the first
+// after of them have passed, for the longest window.
+func hold(knobs map[string]int, resource string, after int) fuzz.Schedule {
 	return fuzz.Schedule{Knobs: knobs, Steps: []fuzz.Step{{Client: kcm.Client, Resource: resource, Action: proxy.Hold,
-		Start: start, Length: kcm.Bounds.MaxLagEnd - start}}}
+		After: after, Length: kcm.Bounds.MaxLagEnd}}}
 }
 
 // restartAfterCreate restarts kube-controller-manager right after the answer
@@ -150,8 +151,10 @@ func (o outcome) cell() string {
 // controller's own status writes are not yet in its cache when its next sync
 // runs on pod events; with the gate off it counts the finished pod as never
 // having existed and creates a pod the spec does not allow.
-var _ = Describe("Job: its own status writes unseen (jobs watch held from t+0.15s)", func() {
-	s := hold(map[string]int{"rest": 1}, "jobs", 150*time.Millisecond)
+var _ = Describe("Job: its own status writes unseen (the jobs watch held after its creation and first status write)", func() {
+	// The committed finding (testdata/fuzz/FuzzJobGateOff), with the other
+	// pod finishing too.
+	s := hold(map[string]int{"finish": 0, "rest": 1}, "jobs", 2)
 	It("with StaleControllerConsistencyJob off, creates a pod the spec does not allow", func() {
 		res := run(kcm.Job, false, s)
 		Expect(res.Violations).NotTo(BeEmpty(), "schedule %s ran clean:\n%s", s, res.Report())
@@ -193,8 +196,11 @@ var _ = Describe("truth table", Label("truth-table"), func() {
 			own := map[kcm.Controller]string{kcm.Job: "jobs", kcm.ReplicaSet: "replicasets", kcm.DaemonSet: "daemonsets", kcm.StatefulSet: "statefulsets"}[c]
 			ps = append(ps,
 				pattern{c, "no fault", fuzz.Schedule{Knobs: k}},
-				pattern{c, "own workload's events held from t+0.15s", hold(k, own, 150*time.Millisecond)},
-				pattern{c, "pod events held from t+0.15s", hold(k, "pods", 150*time.Millisecond)},
+				pattern{c, "own workload's events held after its creation", hold(k, own, 1)},
+				pattern{c, "own workload's events held after its 2nd event", hold(k, own, 2)},
+				pattern{c, "own workload's events held after its 3rd event", hold(k, own, 3)},
+				pattern{c, "pod events held after the 1st", hold(k, "pods", 1)},
+				pattern{c, "pod events held after the 3rd", hold(k, "pods", 3)},
 				pattern{c, "pod watch relisted (410) at the 1st MODIFIED", relistPods(k, 1)},
 				pattern{c, "pod watch relisted (410) at the 3rd MODIFIED", relistPods(k, 3)},
 				pattern{c, "restart right after its 1st pod create", restartAfterCreate(k, 1, 0)},
@@ -203,7 +209,7 @@ var _ = Describe("truth table", Label("truth-table"), func() {
 			)
 			if c == kcm.ReplicaSet || c == kcm.DaemonSet || c == kcm.StatefulSet {
 				kill := map[string]int{"kill": 1}
-				ps = append(ps, pattern{c, "a pod deleted by someone else at t+0.4s, pod events held", hold(kill, "pods", 150*time.Millisecond)})
+				ps = append(ps, pattern{c, "a pod deleted by someone else at t+0.4s, pod events held after the 3rd", hold(kill, "pods", 3)})
 			}
 		}
 		lines := []string{"| controller | pattern | schedule | gate off | gate on |", "|---|---|---|---|---|"}
