@@ -162,6 +162,9 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 		opt(&o)
 	}
 	res, err := e.run(ctx, sched, o)
+	for attempt := 2; err != nil && attempt <= o.attempts && ctx.Err() == nil; attempt++ {
+		res, err = e.run(ctx, sched, o)
+	}
 	if err != nil {
 		var h *HarnessError
 		if !errors.As(err, &h) {
@@ -178,7 +181,16 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 // RunOption changes one Env.Run.
 type RunOption func(*runOptions)
 
-type runOptions struct{ within time.Duration }
+type runOptions struct {
+	within   time.Duration
+	attempts int
+}
+
+// Retries runs an execution that could not be judged (a harness error: a
+// controller slower than its start budget on a loaded machine, say) again,
+// up to attempts executions in all; a harness error is never a finding. The
+// Result and error are the last attempt's.
+func Retries(attempts int) RunOption { return func(o *runOptions) { o.attempts = attempts } }
 
 // Within lets one execution take up to d in all instead of Budget, its
 // scenario's checks included: for a spec that must watch a controller for

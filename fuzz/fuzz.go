@@ -72,17 +72,17 @@ func Fuzz(f *testing.F, s Scenario) {
 	began := time.Now()
 	f.Fuzz(func(t *testing.T, input []byte) {
 		sched := s.Decode(input)
-		res, err := env.Run(context.Background(), sched)
-		execs++
-		if err != nil {
-			harnessErrs++
-		}
 		// In a regression run, an execution that could not be judged (a
 		// controller slower than its start budget on a loaded machine) is
 		// run again, up to three times in all, before it fails the test.
-		for attempt := 2; err != nil && !fuzzing && attempt <= 3; attempt++ {
-			t.Logf("schedule %s: %v: running it again (attempt %d of 3)", sched, err, attempt)
-			res, err = env.Run(context.Background(), sched)
+		attempts := 3
+		if fuzzing {
+			attempts = 1
+		}
+		res, err := env.Run(context.Background(), sched, Retries(attempts))
+		execs++
+		if err != nil {
+			harnessErrs++
 		}
 		if fuzzing {
 			// Rewritten after every execution: go test ends a worker without

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
+	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 )
 
 // helperEnv selects the child mode of this test binary: the child starts a
@@ -167,22 +168,12 @@ func waitGone(t *testing.T, pids []int) {
 	t.Helper()
 	for _, pid := range pids {
 		err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-			return syscall.Kill(pid, 0) != nil || isZombieOrGone(pid), nil
+			return reaper.Gone(pid), nil
 		})
 		if err != nil {
 			t.Errorf("PID %d (%s) still running 15s after its owner ended", pid, comm(pid))
 		}
 	}
-}
-
-func isZombieOrGone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
 }
 
 func comm(pid int) string {

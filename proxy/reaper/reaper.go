@@ -163,3 +163,39 @@ func (r *Reaper) Stop() error {
 }
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// Gone reports whether process pid has exited: it no longer exists, or it is
+// a zombie waiting for its parent to reap it.
+func Gone(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// Running lists the live processes (Gone excluded) whose executable is bin,
+// for a test that checks that none of them survived.
+func Running(bin string) []int {
+	want, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == want && !Gone(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -115,7 +115,7 @@ func testNothingOutlives(t *testing.T, mode string, kill func(*os.Process)) {
 	}
 	for _, pid := range pids {
 		if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			return gone(pid), nil
+			return reaper.Gone(pid), nil
 		}); err != nil {
 			t.Errorf("PID %d still running 10s after its owner died by %s", pid, mode)
 		}
@@ -168,17 +168,4 @@ func TestStopKillsAndForgets(t *testing.T) {
 	if err := r.Start(exec.Command("true")); err == nil {
 		t.Errorf("Start after Stop succeeded; want an error")
 	}
-}
-
-func gone(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return true
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
 }

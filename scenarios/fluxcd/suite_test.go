@@ -2,11 +2,6 @@ package fluxcd_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 	"github.com/stalefuzz/stalefuzz/scenarios/fluxcd"
 )
 
@@ -42,21 +38,7 @@ var _ = AfterEach(func() {
 
 // sourceControllers lists the PIDs of running processes of the
 // source-controller binary.
-func sourceControllers() []int {
-	bin, _ := filepath.EvalSymlinks(fluxcd.Binary())
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == bin {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+func sourceControllers() []int { return reaper.Running(fluxcd.Binary()) }
 
 func run(s fuzz.Schedule) *fuzz.Result {
 	GinkgoHelper()
@@ -69,14 +51,7 @@ func run(s fuzz.Schedule) *fuzz.Result {
 // times in all; a harness error is never a finding.
 func runOn(e *fuzz.Env, s fuzz.Schedule, opts ...fuzz.RunOption) *fuzz.Result {
 	GinkgoHelper()
-	for attempt := 1; ; attempt++ {
-		res, err := e.Run(context.Background(), s, opts...)
-		var harness *fuzz.HarnessError
-		if errors.As(err, &harness) && attempt < 3 {
-			By(fmt.Sprintf("schedule %s: %v: running it again", s, err))
-			continue
-		}
-		Expect(err).NotTo(HaveOccurred(), "schedule %s", s)
-		return res
-	}
+	res, err := e.Run(context.Background(), s, append(opts, fuzz.Retries(3))...)
+	Expect(err).NotTo(HaveOccurred(), "schedule %s", s)
+	return res
 }

@@ -2,11 +2,8 @@ package kcm_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 	"github.com/stalefuzz/stalefuzz/scenarios/kcm"
 )
 
@@ -51,36 +49,15 @@ var _ = AfterEach(func() {
 	Eventually(controllerManagers).WithTimeout(5*time.Second).Should(BeEmpty(), "kube-controller-manager processes left running")
 })
 
-func controllerManagers() []int {
-	bin, _ := filepath.EvalSymlinks(kcm.Binary())
-	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == bin {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+func controllerManagers() []int { return reaper.Running(kcm.Binary()) }
 
 // run runs s; an execution that could not be judged (a harness error) is run
 // again, up to three times in all: a harness error is never a finding.
 func run(c kcm.Controller, gate bool, s fuzz.Schedule) *fuzz.Result {
 	GinkgoHelper()
-	for attempt := 1; ; attempt++ {
-		res, err := envFor(c, gate).Run(context.Background(), s)
-		var harness *fuzz.HarnessError
-		if errors.As(err, &harness) && attempt < 3 {
-			By(fmt.Sprintf("schedule %s: %v: running it again", s, err))
-			continue
-		}
-		Expect(err).NotTo(HaveOccurred(), "schedule %s", s)
-		return res
-	}
+	res, err := envFor(c, gate).Run(context.Background(), s, fuzz.Retries(3))
+	Expect(err).NotTo(HaveOccurred(), "schedule %s", s)
+	return res
 }
 
 // hold holds resource's events for kube-controller-manager once the first
