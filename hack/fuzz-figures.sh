@@ -18,9 +18,14 @@ for i in $(seq 1 "$runs"); do
 	start=$(date +%s%N)
 	out=$(cd "$work" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$budget" -fuzzminimizetime=10x -parallel=1 "$pkg" 2>&1 || true)
 	t=$(awk -v ns=$(($(date +%s%N) - start)) 'BEGIN {printf "%.1f", ns / 1e9}')
-	if grep -q -- '--- FAIL' <<<"$out"; then
+	if grep -q -- '--- FAIL' <<<"$out" && grep -q 'schedule:' <<<"$out"; then
 		echo "run $i: finding after ${t}s: $(grep -m1 'schedule:' <<<"$out" | sed 's/^ *//')"
 		times+=("$t")
+	elif grep -q -- '--- FAIL' <<<"$out"; then
+		# A failure that is not a finding (no schedule): say what it was,
+		# and count the run as one without a finding.
+		echo "run $i: failed after ${t}s without a finding:"
+		grep -A8 -- '--- FAIL' <<<"$out" | head -20 | sed 's/^/    /'
 	else
 		echo "run $i: no finding within $budget"
 	fi
