@@ -40,9 +40,9 @@ const (
 	// Expire makes the client's matching watch requests that resume from a
 	// resourceVersion (not WatchList requests, which an apiserver never
 	// answers with 410) meet the apiserver's own 410 Expired: the proxy
-	// rewrites resourceVersion to 1, older than any watch cache holds, and
-	// the real apiserver answers with a "too old resource version" ERROR
-	// event, which is forwarded as it is. client-go's reflector then relists
+	// answers them itself with the "too old resource version" ERROR event a
+	// kube-apiserver sends, byte for byte as its watch server encodes it
+	// (JSON or protobuf, as negotiated). client-go's reflector then relists
 	// after its backoff (0.8 s and more), and the states between the last
 	// event it saw and that list are never observed. Matched by request time
 	// on Client, Resource and Namespace. Real cause: etcd compaction, a watch
@@ -120,7 +120,8 @@ type Rule struct {
 	// resource.
 	Resource string
 	// Namespace and Name are the event object's, or the request's. Empty:
-	// any.
+	// any. For Expire and Rewind, a request across all namespaces (or for
+	// the whole collection) matches too: what it returns includes them.
 	Namespace, Name string
 	// Types lists event types (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR).
 	// Empty: every type. Only for actions on events.
@@ -317,7 +318,20 @@ func (rs *ruleSet) decideRequest(q call, t time.Time) verdict {
 		return verdict{rule: -1}
 	}
 	for i, r := range rs.rules {
-		if r.Action.onEvents() || !rs.inWindow(r, t, q.client, q.resource, q.namespace, q.name) {
+		ns, name := q.namespace, q.name
+		if r.Action == Expire || r.Action == Rewind {
+			// A list or watch across all namespaces (or of the whole
+			// collection) includes the rule's namespace (and object): a 410,
+			// or a list from a lagging apiserver, covers it too. Cluster-wide
+			// informers (kube-controller-manager's) make such requests.
+			if ns == "" {
+				ns = r.Namespace
+			}
+			if name == "" {
+				name = r.Name
+			}
+		}
+		if r.Action.onEvents() || !rs.inWindow(r, t, q.client, q.resource, ns, name) {
 			continue
 		}
 		switch r.Action {
