@@ -480,17 +480,19 @@ type kubelet struct {
 	r    *run
 	w    workload
 	mu   sync.Mutex
-	seen map[string]bool
+	seen map[string]bool // pod UIDs
 	n    int
 }
 
 func (k *kubelet) pod(p *corev1.Pod) {
 	k.mu.Lock()
-	if k.seen[p.Name] || p.DeletionTimestamp != nil {
+	// By UID: a StatefulSet recreates a deleted pod under the same name, and
+	// the new pod needs a kubelet as much as the old one did.
+	if k.seen[string(p.UID)] || p.DeletionTimestamp != nil {
 		k.mu.Unlock()
 		return
 	}
-	k.seen[p.Name] = true
+	k.seen[string(p.UID)] = true
 	n := k.n
 	k.n++
 	k.mu.Unlock()
