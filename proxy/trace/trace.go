@@ -44,7 +44,46 @@ type Request struct {
 	// Rule is the index of the rule that decided Fault; -1 or absent for
 	// none.
 	Rule *int `json:"rule,omitempty"`
+	// Caller is the call site the client reported for a write: the first
+	// stack frame outside client-go, controller-runtime and apimachinery,
+	// as "scenarios/contention/controller.go:70 (*Reconciler).Reconcile"
+	// (paths in the main module relative to it). Set for in-process clients
+	// built from Client.Config; empty when unknown.
+	Caller string `json:"caller,omitempty"`
+	// Write describes a write's body and options; nil for reads.
+	Write *Write `json:"write,omitempty"`
 }
+
+// Write is what a write request asked for, read from its query and body.
+type Write struct {
+	// Patch is a patch's type: "merge", "strategic-merge", "json" or
+	// "apply" (server-side apply); empty for other verbs.
+	Patch string `json:"patch,omitempty"`
+	// Force is server-side apply's force=true.
+	Force bool `json:"force,omitempty"`
+	// Manager is the fieldManager query parameter.
+	Manager string `json:"fieldManager,omitempty"`
+	// UID is a precondition on the object's uid (a delete's
+	// preconditions.uid, or metadata.uid in a patch or update body).
+	UID string `json:"uid,omitempty"`
+	// Set maps each field the body sets to its JSON value, by dotted path
+	// ("status.plan.id"). Objects are flattened to their leaves; a list is
+	// one value (a merge patch replaces it whole); a JSON patch op's path
+	// is converted; null means removed. A write to the status subresource
+	// keeps status only. Metadata the apiserver owns (resourceVersion,
+	// uid, generation, managedFields, creationTimestamp) and
+	// apiVersion/kind are left out. At most MaxSet paths (Truncated says
+	// some were left out); a value over MaxValue bytes is cut, with a
+	// digest of the whole, so that equal values still compare equal.
+	Set       map[string]string `json:"set,omitempty"`
+	Truncated bool              `json:"truncated,omitempty"`
+}
+
+// Bounds of Write.Set.
+const (
+	MaxSet   = 64
+	MaxValue = 256
+)
 
 // Fate is what became of a watch event.
 type Fate string
