@@ -67,11 +67,16 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.rec.Verb, ex.rec.Path = strings.ToLower(r.Method), r.URL.Path
 	}
 	switch info.Verb {
-	case "create", "update", "patch":
-		ex.rec.SentRV = c.bodyRV(r)
+	case "create", "update", "patch", "delete", "deletecollection":
+		body := holdBody(r)
+		var deleteRV string
+		ex.rec.Write, deleteRV = describeWrite(r, info.Verb, info.Subresource, body)
+		ex.rec.SentRV = or(bodyResourceVersion(body, r.Header.Get("Content-Type")), deleteRV)
+		ex.rec.Caller = r.Header.Get(CallerHeader)
 	default:
 		ex.rec.SentRV = r.URL.Query().Get("resourceVersion")
 	}
+	r.Header.Del(CallerHeader)
 
 	ex.rule = -1
 	if p.isFrozen(c.Name) {
@@ -144,11 +149,11 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.trace.AddRequest(ex.rec)
 }
 
-// bodyRV reads a write's body (restoring it for forwarding) and returns the
-// metadata.resourceVersion it carries, the write's precondition.
-func (c *Client) bodyRV(r *http.Request) string {
+// holdBody reads a write's body, restoring it for forwarding, and returns
+// it; nil when there is none or it is larger than maxCapture.
+func holdBody(r *http.Request) []byte {
 	if r.Body == nil || r.Body == http.NoBody {
-		return ""
+		return nil
 	}
 	head, err := io.ReadAll(io.LimitReader(r.Body, maxCapture+1))
 	rest := r.Body
@@ -157,9 +162,9 @@ func (c *Client) bodyRV(r *http.Request) string {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), rest), rest}
 	if err != nil || len(head) > maxCapture {
-		return ""
+		return nil
 	}
-	return bodyResourceVersion(head, r.Header.Get("Content-Type"))
+	return head
 }
 
 func (c *Client) modifyResponse(resp *http.Response) error {
@@ -401,9 +406,12 @@ func bodyResourceVersion(body []byte, contentType string) string {
 		Metadata struct {
 			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
+		Preconditions struct { // a delete's DeleteOptions
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"preconditions"`
 	}
 	if json.Unmarshal(body, &obj) != nil {
 		return ""
 	}
-	return obj.Metadata.ResourceVersion
+	return or(obj.Metadata.ResourceVersion, obj.Preconditions.ResourceVersion)
 }

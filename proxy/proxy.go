@@ -171,13 +171,16 @@ func (p *Proxy) Client(name string) (*Client, error) {
 }
 
 // Config returns a rest.Config for an in-process client: everything it sends
-// is this client's, and the proxy adds the upstream credentials.
+// is this client's, and the proxy adds the upstream credentials. Its
+// transport reports each write's call site (trace.Request.Caller): the first
+// stack frame outside client-go, controller-runtime and apimachinery.
 func (c *Client) Config() *rest.Config {
 	return &rest.Config{
-		Host:      c.URL,
-		QPS:       c.p.Upstream.QPS,
-		Burst:     c.p.Upstream.Burst,
-		UserAgent: "stalefuzz-" + c.Name,
+		Host:          c.URL,
+		QPS:           c.p.Upstream.QPS,
+		Burst:         c.p.Upstream.Burst,
+		UserAgent:     "stalefuzz-" + c.Name,
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return callerTransport{next: rt} },
 	}
 }
 

@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// CallerHeader carries a write's call site from an in-process client (see
+// Client.Config) to the proxy, which records it as trace.Request.Caller and
+// does not forward it.
+const CallerHeader = "X-Stalefuzz-Caller"
+
+// describeWrite reads what a write asks for from its query and body (body is
+// nil when it could not be held), and a delete's resourceVersion
+// precondition.
+func describeWrite(r *http.Request, verb, subresource string, body []byte) (w *trace.Write, deleteRV string) {
+	q := r.URL.Query()
+	w = &trace.Write{Manager: q.Get("fieldManager"), Force: q.Get("force") == "true"}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if verb == "patch" {
+		switch mt {
+		case "application/merge-patch+json":
+			w.Patch = "merge"
+		case "application/strategic-merge-patch+json":
+			w.Patch = "strategic-merge"
+		case "application/json-patch+json":
+			w.Patch = "json"
+		case "application/apply-patch+yaml", "application/apply-patch+cbor":
+			w.Patch = "apply"
+		default:
+			w.Patch = mt
+		}
+	}
+	if body == nil {
+		return w, ""
+	}
+	var set map[string]any
+	switch {
+	case w.Patch == "json":
+		var ops []struct {
+			Op, Path string
+			Value    any
+		}
+		if json.Unmarshal(body, &ops) != nil {
+			return w, ""
+		}
+		set = map[string]any{}
+		for _, op := range ops {
+			p := pointerPath(op.Path)
+			switch op.Op {
+			case "add", "replace":
+				set[p] = op.Value
+			case "remove":
+				set[p] = nil
+			case "test":
+				if p == "metadata.uid" {
+					w.UID, _ = op.Value.(string)
+				}
+			}
+		}
+	default:
+		obj := objectOf(body, mt)
+		if obj == nil {
+			return w, ""
+		}
+		if verb == "delete" || verb == "deletecollection" {
+			if pre, ok := obj["preconditions"].(map[string]any); ok {
+				w.UID, _ = pre["uid"].(string)
+				deleteRV, _ = pre["resourceVersion"].(string)
+			}
+			return w, deleteRV
+		}
+		if md, ok := obj["metadata"].(map[string]any); ok {
+			w.UID, _ = md["uid"].(string)
+		}
+		set = map[string]any{}
+		flatten("", obj, set)
+	}
+	w.Set = map[string]string{}
+	for _, p := range slices.Sorted(maps.Keys(set)) {
+		if ignoredPath(p) || (subresource == "status" && p != "status" && !strings.HasPrefix(p, "status.")) {
+			continue
+		}
+		if len(w.Set) == trace.MaxSet {
+			w.Truncated = true
+			break
+		}
+		w.Set[p] = encodeValue(set[p])
+	}
+	if len(w.Set) == 0 {
+		w.Set = nil
+	}
+	return w, ""
+}
+
+// objectOf decodes a JSON, YAML (apply) or protobuf body into a JSON object.
+func objectOf(body []byte, mediaType string) map[string]any {
+	switch mediaType {
+	case "application/vnd.kubernetes.protobuf":
+		o, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		if err != nil {
+			return nil
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil
+		}
+		return u
+	case "application/apply-patch+yaml":
+		j, err := yaml.YAMLToJSON(body)
+		if err != nil {
+			return nil
+		}
+		body = j
+	}
+	var obj map[string]any
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	return obj
+}
+
+// flatten records the leaves of v under prefix; a list or an empty object is
+// a leaf.
+func flatten(prefix string, v any, out map[string]any) {
+	m, ok := v.(map[string]any)
+	if !ok || (len(m) == 0 && prefix != "") {
+		out[prefix] = v
+		return
+	}
+	for k, c := range m {
+		p := k
+		if prefix != "" {
+			p = prefix + "." + k
+		}
+		flatten(p, c, out)
+	}
+}
+
+// ignoredPath: what the apiserver owns or what names the object.
+func ignoredPath(p string) bool {
+	switch p {
+	case "apiVersion", "kind", "metadata.name", "metadata.namespace", "metadata.resourceVersion",
+		"metadata.uid", "metadata.generation", "metadata.creationTimestamp", "metadata.selfLink":
+		return true
+	}
+	return p == "metadata.managedFields" || strings.HasPrefix(p, "metadata.managedFields.")
+}
+
+// pointerPath turns a JSON pointer into a dotted path.
+func pointerPath(ptr string) string {
+	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	for i, s := range parts {
+		parts[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+	}
+	return strings.Join(parts, ".")
+}
+
+// encodeValue is v as JSON, cut to trace.MaxValue bytes with a digest of the
+// whole.
+func encodeValue(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "?"
+	}
+	if len(b) <= trace.MaxValue {
+		return string(b)
+	}
+	sum := sha256.Sum256(b)
+	return string(b[:trace.MaxValue-24]) + "…sha256:" + hex.EncodeToString(sum[:6])
+}
