@@ -67,6 +67,9 @@ var _ = Describe("writes", func() {
 			if r.SentRV != "" {
 				lock = "rv"
 			}
+			if r.DryRun {
+				lock += " dry-run"
+			}
 			got = append(got, strings.TrimSpace(fmt.Sprintf("%s %s %s %d force=%v manager=%s %v", r.Verb, r.Write.Patch, lock, r.Code, r.Write.Force, r.Write.Manager, r.Write.Set)))
 		}
 		Expect(got).To(Equal([]string{
@@ -77,7 +80,7 @@ var _ = Describe("writes", func() {
 			`patch strategic-merge blind 200 force=false manager= map[data.c:"5"]`,
 			`patch json rv 422 force=false manager= map[data.c:null]`,
 			`patch apply blind 200 force=true manager=me map[data.d:"6"]`,
-			`patch merge blind 200 force=false manager= map[data.e:"7"]`,
+			`patch merge blind dry-run 200 force=false manager= map[data.e:"7"]`,
 			`delete  rv 200 force=false manager= map[]`,
 		}))
 	})

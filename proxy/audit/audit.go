@@ -1,8 +1,15 @@
 package audit
 
 import (
-	"errors"
+	"cmp"
+	"fmt"
+	"html/template"
 	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
@@ -11,6 +18,8 @@ import (
 type Report struct {
 	Rows       []Row       `json:"rows"`
 	Overwrites []Overwrite `json:"overwrites"`
+	// Start is the trace's first entry; times are printed after it.
+	Start time.Time `json:"start"`
 }
 
 // Row counts one client's writes of one kind from one call site.
@@ -20,18 +29,323 @@ type Row struct {
 	Verb        string `json:"verb"`
 	Resource    string `json:"resource"`
 	Subresource string `json:"subresource,omitempty"`
-	Kind        string `json:"kind"`
-	Locked      bool   `json:"locked"`
-	Writes      int    `json:"writes"`
-	Conflicts   int    `json:"conflicts"`
-	Overwrites  int    `json:"overwrites"`
+	// Kind is create, update, merge patch, strategic-merge patch, JSON
+	// patch, apply, apply --force, delete or deletecollection.
+	Kind string `json:"kind"`
+	// Lock is the precondition: "resourceVersion", "uid", "none", or "" for
+	// a create (never blind).
+	Lock       string `json:"lock"`
+	Writes     int    `json:"writes"`
+	Conflicts  int    `json:"conflicts"`  // answered 409 Conflict
+	Failed     int    `json:"failed"`     // answered another error, or not at all
+	Overwrites int    `json:"overwrites"` // flagged as a blind write over an unseen change
 }
 
+// Blind reports whether the row's writes carry no resourceVersion
+// precondition and can replace what their writer has not seen.
+func (r Row) Blind() bool { return r.Lock != "resourceVersion" && r.Lock != "" }
+
 // Overwrite is one blind write that replaced a value its writer had not seen.
-type Overwrite struct{}
+type Overwrite struct {
+	At          time.Time `json:"at"`
+	Client      string    `json:"client"`
+	Caller      string    `json:"caller,omitempty"`
+	Verb        string    `json:"verb"`
+	Resource    string    `json:"resource"`
+	Subresource string    `json:"subresource,omitempty"`
+	Namespace   string    `json:"namespace,omitempty"`
+	Name        string    `json:"name"`
+	RV          string    `json:"rv"`   // the blind write's resourceVersion
+	View        string    `json:"view"` // the newest of the object its writer had been sent ("" for none)
+	Path        string    `json:"path"`
+	Value       string    `json:"value"`    // what the blind write set
+	Replaced    string    `json:"replaced"` // the value it replaced
+	By          string    `json:"by"`       // the client that had written it
+	ByCaller    string    `json:"byCaller,omitempty"`
+	ByRV        string    `json:"byRV"` // the resourceVersion it was written at
+}
+
+func (o Overwrite) String() string {
+	obj := o.Resource + " " + o.Name
+	if o.Namespace != "" {
+		obj = o.Resource + " " + o.Namespace + "/" + o.Name
+	}
+	verb := o.Verb
+	if o.Subresource != "" {
+		verb += " " + o.Subresource
+	}
+	site := ""
+	if o.Caller != "" {
+		site = " at " + o.Caller
+	}
+	view := "had been sent no version of it"
+	if o.View != "" {
+		view = "had been sent rv " + o.View
+	}
+	return fmt.Sprintf("%s %s %s%s (rv %s): %s=%s replaced %s=%s, written by %s at rv %s after the newest version %s had been sent; %s %s",
+		o.Client, verb, obj, site, o.RV, o.Path, o.Value, o.Path, o.Replaced, o.By, o.ByRV, o.Client, o.Client, view)
+}
+
+// write is a successful, stored write with its parsed resourceVersion.
+type write struct {
+	r  *trace.Request
+	rv uint64
+}
 
 // Of audits tr.
-func Of(tr trace.Trace) Report { return Report{} }
+func Of(tr trace.Trace) Report {
+	rep := Report{Rows: []Row{}, Overwrites: []Overwrite{}}
+	for _, e := range tr.Entries() {
+		if e.Request != nil {
+			rep.Start = e.Request.Start
+		} else {
+			rep.Start = e.Event.Arrived
+		}
+		break
+	}
+	rows := map[Row]*Row{}
+	hasStatus := map[string]bool{}
+	var stored []write
+	for i := range tr.Requests {
+		r := &tr.Requests[i]
+		if !isWrite(r.Verb) || r.DryRun {
+			continue
+		}
+		key := Row{Client: r.Client, Caller: r.Caller, Verb: r.Verb, Resource: r.Resource, Subresource: r.Subresource}
+		key.Kind, key.Lock = classify(r)
+		row := rows[key]
+		if row == nil {
+			row = &Row{}
+			*row = key
+			rows[key] = row
+		}
+		row.Writes++
+		switch {
+		case r.Code == 409:
+			row.Conflicts++
+		case r.Code/100 != 2:
+			row.Failed++
+		default:
+			if r.Subresource == "status" {
+				hasStatus[r.APIGroup+"/"+r.Resource] = true
+			}
+			if rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64); err == nil {
+				stored = append(stored, write{r, rv})
+			}
+		}
+	}
+	slices.SortFunc(stored, func(a, b write) int { return cmp.Compare(a.rv, b.rv) })
 
-// WriteTable writes r as a table for a terminal.
-func (r Report) WriteTable(w io.Writer) error { return errors.New("audit: not implemented yet") }
+	for i, w := range stored {
+		r := w.r
+		if r.SentRV != "" || (r.Verb != "update" && r.Verb != "patch") || r.Write == nil {
+			continue
+		}
+		view := viewOf(tr, r)
+		flagged := false
+		for _, path := range sortedKeys(r.Write.Set) {
+			if skipPath(r, path, hasStatus) {
+				continue
+			}
+			// The newest write to this path between the view and w.
+			for j := i - 1; j >= 0 && stored[j].rv > view; j-- {
+				x := stored[j].r
+				if !sameObject(x, r) || x.Write == nil {
+					continue
+				}
+				xPath, xVal, ok := overlapping(x, path, hasStatus)
+				if !ok {
+					continue
+				}
+				if x.Client != r.Client && !(xPath == path && xVal == r.Write.Set[path]) {
+					rep.Overwrites = append(rep.Overwrites, Overwrite{
+						At: r.Start, Client: r.Client, Caller: r.Caller, Verb: r.Verb, Resource: r.Resource, Subresource: r.Subresource,
+						Namespace: r.Namespace, Name: r.Name, RV: r.ReturnedRV, View: rvString(view), Path: path,
+						Value: r.Write.Set[path], Replaced: xVal, By: x.Client, ByCaller: x.Caller, ByRV: x.ReturnedRV,
+					})
+					flagged = true
+				}
+				break
+			}
+		}
+		if flagged {
+			key := Row{Client: r.Client, Caller: r.Caller, Verb: r.Verb, Resource: r.Resource, Subresource: r.Subresource}
+			key.Kind, key.Lock = classify(r)
+			rows[key].Overwrites++
+		}
+	}
+	for _, row := range rows {
+		rep.Rows = append(rep.Rows, *row)
+	}
+	slices.SortFunc(rep.Rows, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.Client, b.Client), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Subresource, b.Subresource),
+			cmp.Compare(a.Verb, b.Verb), cmp.Compare(a.Caller, b.Caller), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Lock, b.Lock))
+	})
+	return rep
+}
+
+// classify names a write's kind and precondition.
+func classify(r *trace.Request) (kind, lock string) {
+	kind = r.Verb
+	if r.Verb == "patch" && r.Write != nil {
+		switch r.Write.Patch {
+		case "merge", "strategic-merge":
+			kind = r.Write.Patch + " patch"
+		case "json":
+			kind = "JSON patch"
+		case "apply":
+			kind = "apply"
+			if r.Write.Force {
+				kind = "apply --force"
+			}
+		default:
+			kind = "patch " + r.Write.Patch
+		}
+	}
+	switch {
+	case r.Verb == "create":
+		return kind, ""
+	case r.SentRV != "":
+		return kind, "resourceVersion"
+	case r.Write != nil && r.Write.UID != "":
+		return kind, "uid"
+	}
+	return kind, "none"
+}
+
+func isWrite(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+func sameObject(a, b *trace.Request) bool {
+	return a.APIGroup == b.APIGroup && a.Resource == b.Resource && a.Namespace == b.Namespace && a.Name == b.Name
+}
+
+// skipPath: status paths of a main-resource write when the resource has a
+// status subresource (the apiserver ignores them).
+func skipPath(r *trace.Request, path string, hasStatus map[string]bool) bool {
+	return r.Subresource == "" && hasStatus[r.APIGroup+"/"+r.Resource] && (path == "status" || strings.HasPrefix(path, "status."))
+}
+
+// overlapping returns the path of x's body that is path, inside it or around
+// it, and its value.
+func overlapping(x *trace.Request, path string, hasStatus map[string]bool) (string, string, bool) {
+	if v, ok := x.Write.Set[path]; ok && !skipPath(x, path, hasStatus) {
+		return path, v, true
+	}
+	for _, p := range sortedKeys(x.Write.Set) {
+		if skipPath(x, p, hasStatus) {
+			continue
+		}
+		if strings.HasPrefix(p, path+".") || strings.HasPrefix(path, p+".") {
+			return p, x.Write.Set[p], true
+		}
+	}
+	return "", "", false
+}
+
+// viewOf is the newest resourceVersion of r's object that r's client had
+// been sent before r started: released watch events, GETs and LISTs.
+func viewOf(tr trace.Trace, r *trace.Request) uint64 {
+	var view uint64
+	see := func(rv string) {
+		if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
+			view = max(view, v)
+		}
+	}
+	for _, ev := range tr.Events {
+		if ev.Client == r.Client && ev.Resource == r.Resource && ev.Namespace == r.Namespace && ev.Name == r.Name &&
+			ev.Fate == trace.Released && ev.Released.Before(r.Start) {
+			see(ev.ResourceVersion)
+		}
+	}
+	for i := range tr.Requests {
+		q := &tr.Requests[i]
+		if q.Client != r.Client || q.Resource != r.Resource || q.APIGroup != r.APIGroup || q.Code != 200 || !q.Start.Add(q.Latency).Before(r.Start) {
+			continue
+		}
+		switch {
+		case q.Verb == "get" && q.Subresource == "" && q.Namespace == r.Namespace && q.Name == r.Name:
+			see(q.ReturnedRV)
+		case q.Verb == "list" && (q.Namespace == "" || q.Namespace == r.Namespace):
+			see(q.ReturnedRV)
+		}
+	}
+	return view
+}
+
+func rvString(rv uint64) string {
+	if rv == 0 {
+		return ""
+	}
+	return strconv.FormatUint(rv, 10)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// WriteTable writes r for a terminal: the rows, then each blind write over an
+// unseen change.
+func (r Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLIENT\tCALL SITE\tVERB\tRESOURCE\tKIND\tLOCK\tWRITES\t409\tFAILED\tOVERWROTE UNSEEN")
+	for _, row := range r.Rows {
+		res := row.Resource
+		if row.Subresource != "" {
+			res += "/" + row.Subresource
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", row.Client, or(row.Caller, "-"), row.Verb, res, row.Kind,
+			or(row.Lock, "-"), row.Writes, row.Conflicts, row.Failed, row.Overwrites)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("unable to write audit table: %w", err)
+	}
+	if len(r.Overwrites) == 0 {
+		_, err := fmt.Fprintln(w, "no blind write replaced a change its writer had not seen")
+		return err
+	}
+	fmt.Fprintf(w, "%d blind write(s) over an unseen change:\n", len(r.Overwrites))
+	for _, o := range r.Overwrites {
+		if _, err := fmt.Fprintf(w, "  t+%.3fs %s\n", o.At.Sub(r.Start).Seconds(), o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var htmlTable = template.Must(template.New("audit").Funcs(template.FuncMap{
+	"or":  or,
+	"res": func(r Row) string { return strings.TrimSuffix(r.Resource+"/"+r.Subresource, "/") },
+	"t":   func(start, at time.Time) string { return fmt.Sprintf("t+%.3fs", at.Sub(start).Seconds()) },
+}).Parse(`<table class="audit">
+<thead><tr><th>client</th><th>call site</th><th>verb</th><th>resource</th><th>kind</th><th>lock</th><th>writes</th><th>409</th><th>failed</th><th>overwrote unseen</th></tr></thead>
+<tbody>{{range .Rows}}<tr class="{{if .Blind}}blind{{else}}locked{{end}}{{if .Overwrites}} overwrote{{end}}"><td>{{.Client}}</td><td><code>{{or .Caller "-"}}</code></td><td>{{.Verb}}</td><td>{{res .}}</td><td>{{.Kind}}</td><td>{{or .Lock "-"}}</td><td>{{.Writes}}</td><td>{{.Conflicts}}</td><td>{{.Failed}}</td><td>{{.Overwrites}}</td></tr>
+{{end}}</tbody></table>
+{{if .Overwrites}}<p>{{len .Overwrites}} blind write(s) over an unseen change:</p><ul class="overwrites">{{range .Overwrites}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No blind write replaced a change its writer had not seen.</p>{{end}}`))
+
+// HTML is r as an HTML fragment (a table and the list of overwrites) for
+// report.Section.
+func (r Report) HTML() template.HTML {
+	var b strings.Builder
+	if err := htmlTable.Execute(&b, r); err != nil {
+		return template.HTML(template.HTMLEscapeString(err.Error()))
+	}
+	return template.HTML(b.String()) //nolint:gosec // produced by html/template
+}
+
+func or(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
+}

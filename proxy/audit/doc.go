@@ -1,5 +1,48 @@
-// Package audit classifies every write in a trace and flags the blind writes
-// that replaced a change their writer had not seen.
+// Package audit answers, from behaviour, the question behind most stale-cache
+// bugs: which of a controller's writes are blind, and which of them ever
+// overwrote something the writer had not seen.
+//
+// # Classification
+//
+// Every write in a trace (create, update, patch, delete, deletecollection;
+// dry-run writes are left out: the apiserver stored nothing) is counted per
+// client, call site, verb, resource and subresource, and kind:
+//
+//	create                          never blind: an existing name is 409 AlreadyExists
+//	update                          the whole object; locked when it carries metadata.resourceVersion
+//	merge / strategic-merge / JSON patch
+//	                                locked when it carries a resourceVersion precondition
+//	                                (metadata.resourceVersion, or a JSON patch "test" of it)
+//	apply, apply --force            server-side apply; locked with metadata.resourceVersion
+//	delete, deletecollection        locked with preconditions.resourceVersion; a uid
+//	                                precondition only guards against a recreated object
+//
+// with how many met 409 Conflict and how many failed otherwise. The call site
+// is trace.Request.Caller: known for in-process clients built from
+// proxy.Client.Config, empty for out-of-process ones.
+//
+// # Blind writes over unseen changes
+//
+// A successful update or patch without a resourceVersion precondition is
+// flagged when it replaced a value another client had written after the
+// newest version of the object its writer had been sent. Precisely, for such
+// a write W by client C to object O, committed at resourceVersion w:
+//
+//   - C's view of O is the newest resourceVersion among the watch events of O
+//     the proxy released to C before W started, C's GETs of O and C's LISTs
+//     of O's resource (a list at L shows every change up to L) that ended
+//     before W started: what its cache and reads showed, not its own write
+//     responses;
+//   - for each field path W's body set (trace.Write.Set), the newest
+//     successful write to O committed after C's view and before w that set
+//     that path, or a path inside or around it, is found; if it is another
+//     client's and the values differ, W replaced a change C had not seen.
+//
+// When any write to a resource used the status subresource, that resource has
+// one: the status paths of its main-resource writes are ignored (the
+// apiserver ignores them). Values are compared as recorded (trace.MaxValue);
+// a list is one value, so a strategic-merge patch that merges a list by key
+// is compared as if it replaced it.
 //
 // Package audit reads no environment variables.
 package audit

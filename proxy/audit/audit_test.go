@@ -1,0 +1,167 @@
+package audit_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stalefuzz/stalefuzz/proxy/audit"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// statusPatch is a successful patch of rollouts/status of ns/r by client.
+func statusPatch(client string, ms int, sentRV, rv string, set map[string]string) trace.Request {
+	return trace.Request{
+		Client: client, Verb: "patch", Resource: "rollouts", Subresource: "status", Namespace: "ns", Name: "r",
+		Start: at(ms), Latency: time.Millisecond, Code: 200, SentRV: sentRV, ReturnedRV: rv,
+		Caller: "controller.go:70 (*Reconciler).Reconcile", Write: &trace.Write{Patch: "merge", Set: set},
+	}
+}
+
+func released(client, rv string, ms int) trace.Event {
+	return trace.Event{Client: client, Resource: "rollouts", Type: "MODIFIED", Namespace: "ns", Name: "r", ResourceVersion: rv,
+		Arrived: at(ms), Fate: trace.Released, Released: at(ms), Rule: -1}
+}
+
+func TestBlindWriteOverUnseenChange(t *testing.T) {
+	tr := trace.Trace{
+		Requests: []trace.Request{
+			statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+			statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"B"`, "status.plan.steps": "3"}),
+		},
+		Events: []trace.Event{released("b", "10", 50)}, // b saw rv 10, never a's 11
+	}
+	rep := audit.Of(tr)
+	if len(rep.Overwrites) != 1 {
+		t.Fatalf("want 1 overwrite, got %+v", rep.Overwrites)
+	}
+	o := rep.Overwrites[0]
+	want := audit.Overwrite{At: at(200), Client: "b", Caller: "controller.go:70 (*Reconciler).Reconcile", Verb: "patch", Resource: "rollouts",
+		Subresource: "status", Namespace: "ns", Name: "r", RV: "12", View: "10", Path: "status.plan.id", Value: `"B"`, Replaced: `"A"`,
+		By: "a", ByCaller: "controller.go:70 (*Reconciler).Reconcile", ByRV: "11"}
+	if d := cmp.Diff(want, o); d != "" {
+		t.Fatalf("overwrite (-want +got):\n%s", d)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"controller.go:70", "merge patch", "none", `status.plan.id="B" replaced status.plan.id="A", written by a at rv 11`} {
+		if !strings.Contains(table.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, table.String())
+		}
+	}
+	if !strings.Contains(string(rep.HTML()), `class="blind overwrote"`) {
+		t.Errorf("HTML does not mark the row:\n%s", rep.HTML())
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNotFlagged(t *testing.T) {
+	for name, tr := range map[string]trace.Trace{
+		"the writer had been sent the other's version": {
+			Requests: []trace.Request{
+				statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+				statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"B"`}),
+			},
+			Events: []trace.Event{released("b", "11", 150)},
+		},
+		"the writer had listed after it": {
+			Requests: []trace.Request{
+				statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+				{Client: "b", Verb: "list", Resource: "rollouts", Namespace: "ns", Start: at(150), Latency: time.Millisecond, Code: 200, ReturnedRV: "11"},
+				statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"B"`}),
+			},
+		},
+		"a locked write": {
+			Requests: []trace.Request{
+				statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+				statusPatch("b", 200, "10", "12", map[string]string{"status.plan.id": `"B"`}),
+			},
+		},
+		"the same value": {
+			Requests: []trace.Request{
+				statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+				statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"A"`}),
+			},
+		},
+		"another field": {
+			Requests: []trace.Request{
+				statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+				statusPatch("b", 200, "", "12", map[string]string{"status.observedGeneration": "2"}),
+			},
+		},
+		"its own unseen write": {
+			Requests: []trace.Request{
+				statusPatch("b", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+				statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"B"`}),
+			},
+		},
+		"a dry run": {
+			Requests: []trace.Request{
+				statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+				func() trace.Request {
+					r := statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"B"`})
+					r.DryRun = true
+					return r
+				}(),
+			},
+		},
+		"status in a main-resource write of a resource with a status subresource": {
+			Requests: []trace.Request{
+				statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+				func() trace.Request {
+					r := statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"B"`})
+					r.Subresource = ""
+					return r
+				}(),
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if rep := audit.Of(tr); len(rep.Overwrites) != 0 {
+				t.Fatalf("flagged: %v", rep.Overwrites)
+			}
+		})
+	}
+}
+
+func TestRowsCountKindsAndConflicts(t *testing.T) {
+	locked := statusPatch("a", 100, "10", "", nil)
+	locked.Code = 409
+	apply := statusPatch("a", 300, "", "12", nil)
+	apply.Write = &trace.Write{Patch: "apply", Force: true}
+	del := trace.Request{Client: "a", Verb: "delete", Resource: "rollouts", Namespace: "ns", Name: "r", Start: at(400), Code: 200, Write: &trace.Write{UID: "u"}}
+	dry := statusPatch("a", 500, "", "", nil)
+	dry.DryRun = true
+	rep := audit.Of(trace.Trace{Requests: []trace.Request{
+		locked, statusPatch("a", 200, "11", "12", nil), apply, del, dry,
+		{Client: "a", Verb: "create", Resource: "rollouts", Namespace: "ns", Name: "s", Start: at(600), Code: 201},
+	}})
+	var got []string
+	for _, r := range rep.Rows {
+		got = append(got, strings.Join([]string{r.Verb, r.Kind, r.Lock, itoa(r.Writes), itoa(r.Conflicts)}, " "))
+	}
+	want := []string{
+		"create create  1 0",
+		"delete delete uid 1 0",
+		"patch apply --force none 1 0",
+		"patch merge patch resourceVersion 2 1",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("rows (-want +got):\n%s", d)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
