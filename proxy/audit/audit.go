@@ -63,6 +63,10 @@ type Overwrite struct {
 	By          string    `json:"by"`       // the client that had written it
 	ByCaller    string    `json:"byCaller,omitempty"`
 	ByRV        string    `json:"byRV"` // the resourceVersion it was written at
+	// Own is true when the replaced value was the same client's earlier
+	// write, which its view had not yet shown (a cache behind its own
+	// writes, or a restarted instance that never saw them).
+	Own bool `json:"own,omitempty"`
 }
 
 func (o Overwrite) String() string {
@@ -82,8 +86,12 @@ func (o Overwrite) String() string {
 	if o.View != "" {
 		view = "had been sent rv " + o.View
 	}
-	return fmt.Sprintf("%s %s %s%s (rv %s): %s=%s replaced %s=%s, written by %s at rv %s after the newest version %s had been sent; %s %s",
-		o.Client, verb, obj, site, o.RV, o.Path, o.Value, o.Path, o.Replaced, o.By, o.ByRV, o.Client, o.Client, view)
+	by := o.By
+	if o.Own {
+		by += " itself (its view had not shown that write yet)"
+	}
+	return fmt.Sprintf("%s %s %s%s (rv %s): %s=%s replaced %s=%s, written by %s at rv %s; %s %s",
+		o.Client, verb, obj, site, o.RV, o.Path, o.Value, o.Path, o.Replaced, by, o.ByRV, o.Client, view)
 }
 
 // write is a successful, stored write with its parsed resourceVersion.
@@ -157,11 +165,11 @@ func Of(tr trace.Trace) Report {
 				if !ok {
 					continue
 				}
-				if x.Client != r.Client && !(xPath == path && xVal == r.Write.Set[path]) {
+				if !(xPath == path && xVal == r.Write.Set[path]) {
 					rep.Overwrites = append(rep.Overwrites, Overwrite{
 						At: r.Start, Client: r.Client, Caller: r.Caller, Verb: r.Verb, Resource: r.Resource, Subresource: r.Subresource,
 						Namespace: r.Namespace, Name: r.Name, RV: r.ReturnedRV, View: rvString(view), Path: path,
-						Value: r.Write.Set[path], Replaced: xVal, By: x.Client, ByCaller: x.Caller, ByRV: x.ReturnedRV,
+						Value: r.Write.Set[path], Replaced: xVal, By: x.Client, ByCaller: x.Caller, ByRV: x.ReturnedRV, Own: x.Client == r.Client,
 					})
 					flagged = true
 				}

@@ -55,7 +55,7 @@ func TestBlindWriteOverUnseenChange(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"controller.go:70", "merge patch", "none", `status.plan.id="B" replaced status.plan.id="A", written by a at rv 11`} {
+	for _, s := range []string{"controller.go:70", "merge patch", "none", `status.plan.id="B" replaced status.plan.id="A", written by a at rv 11; b had been sent rv 10`} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}
@@ -65,6 +65,19 @@ func TestBlindWriteOverUnseenChange(t *testing.T) {
 	}
 	if _, err := json.Marshal(rep); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestOwnUnseenWrite(t *testing.T) {
+	rep := audit.Of(trace.Trace{Requests: []trace.Request{
+		statusPatch("b", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
+		statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"B"`}),
+	}})
+	if len(rep.Overwrites) != 1 || !rep.Overwrites[0].Own || rep.Overwrites[0].View != "" {
+		t.Fatalf("want one overwrite of its own unseen write, from no view, got %+v", rep.Overwrites)
+	}
+	if s := rep.Overwrites[0].String(); !strings.Contains(s, "written by b itself") || !strings.Contains(s, "had been sent no version of it") {
+		t.Fatalf("message: %s", s)
 	}
 }
 
@@ -100,12 +113,6 @@ func TestNotFlagged(t *testing.T) {
 			Requests: []trace.Request{
 				statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
 				statusPatch("b", 200, "", "12", map[string]string{"status.observedGeneration": "2"}),
-			},
-		},
-		"its own unseen write": {
-			Requests: []trace.Request{
-				statusPatch("b", 100, "", "11", map[string]string{"status.plan.id": `"A"`}),
-				statusPatch("b", 200, "", "12", map[string]string{"status.plan.id": `"B"`}),
 			},
 		},
 		"a dry run": {

@@ -24,8 +24,10 @@
 // # Blind writes over unseen changes
 //
 // A successful update or patch without a resourceVersion precondition is
-// flagged when it replaced a value another client had written after the
-// newest version of the object its writer had been sent. Precisely, for such
+// flagged when it replaced a value written after the newest version of the
+// object its writer had been sent: by another client, or by the same client
+// in a write its view had not shown yet (a cache behind its own writes, a
+// restarted instance that never saw them: Overwrite.Own). Precisely, for such
 // a write W by client C to object O, committed at resourceVersion w:
 //
 //   - C's view of O is the newest resourceVersion among the watch events of O
@@ -35,8 +37,8 @@
 //     responses;
 //   - for each field path W's body set (trace.Write.Set), the newest
 //     successful write to O committed after C's view and before w that set
-//     that path, or a path inside or around it, is found; if it is another
-//     client's and the values differ, W replaced a change C had not seen.
+//     that path, or a path inside or around it, is found; if the values
+//     differ, W replaced a change C had not seen.
 //
 // When any write to a resource used the status subresource, that resource has
 // one: the status paths of its main-resource writes are ignored (the
