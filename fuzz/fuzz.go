@@ -120,8 +120,12 @@ func Fuzz(f *testing.F, s Scenario) {
 		if werr != nil {
 			path = "(not written: " + werr.Error() + ")"
 		}
-		t.Fatalf("%s\ninput: %x\ntrace: %s\nreproduce: go test -run='%s/<corpus entry>' on the entry go test -fuzz saved in testdata/fuzz/%s/",
-			res.Report(), input, path, f.Name(), f.Name())
+		picture, rerr := res.WriteReport(findingsDir(), name)
+		if rerr != nil {
+			picture = "(not written: " + rerr.Error() + ")"
+		}
+		t.Fatalf("%s\ninput: %x\ntrace: %s\npicture: %s\nreproduce: go test -run='%s/<corpus entry>' on the entry go test -fuzz saved in testdata/fuzz/%s/",
+			res.Report(), input, path, picture, f.Name(), f.Name())
 	})
 }
 

@@ -112,7 +112,7 @@ func lostUpdates(tr trace.Trace, path string) []string {
 	for _, r := range tr.Requests {
 		v, ok := r.Fields[path]
 		rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64)
-		if ok && err == nil && isWrite(r.Verb) && r.Code/100 == 2 {
+		if ok && err == nil && isWrite(r.Verb) && !r.DryRun && r.Code/100 == 2 {
 			writes = append(writes, ack{r, rv, v})
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stalefuzz/stalefuzz/proxy/audit"
+	"github.com/stalefuzz/stalefuzz/proxy/report"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -66,7 +68,52 @@ func (r *Result) Report() string {
 	for _, l := range r.Timeline(60) {
 		b.WriteString("  " + l + "\n")
 	}
+	b.WriteString("writes (the blind-write audit of this execution):\n")
+	var tbl strings.Builder
+	_ = r.Audit().WriteTable(&tbl)
+	for _, l := range strings.Split(strings.TrimRight(tbl.String(), "\n"), "\n") {
+		b.WriteString("  " + l + "\n")
+	}
 	return b.String()
+}
+
+// Audit classifies the execution's writes and flags the blind ones that
+// replaced a change their writer had not seen (package audit).
+func (r *Result) Audit() audit.Report {
+	rep := audit.Of(r.Trace)
+	rep.Start = r.Mark
+	return rep
+}
+
+// Page is the execution as a picture (package report): the schedule as the
+// title, its steps as bands, the violations, and the audit below.
+func (r *Result) Page() report.Page {
+	p := report.Page{
+		Title: fmt.Sprintf("%s: %s", r.Scenario, r.Schedule),
+		Notes: []string{fmt.Sprintf("namespace %s, %.2fs", r.Namespace, r.Elapsed.Seconds())},
+		Mark:  r.Mark,
+		Trace: r.Trace,
+		Sections: []report.Section{{
+			Title: "Writes: the blind-write audit",
+			HTML:  r.Audit().HTML(),
+		}},
+	}
+	for _, st := range r.Schedule.Steps {
+		p.Notes = append(p.Notes, fmt.Sprintf("%s: %s", st, st.Cause()))
+		p.Bands = append(p.Bands, report.Band{
+			Client: st.Client, Start: r.Mark.Add(st.Start), End: r.Mark.Add(st.End()), Label: st.String(), Cause: st.Cause(),
+		})
+	}
+	for _, rs := range r.Restarts {
+		p.Bands = append(p.Bands, report.Band{
+			Client: rs.Client, Start: rs.Stopped, End: rs.Ready, Label: "restart: stopped, then ready again",
+			Cause: "a controller killed and started again (an OOM kill, an eviction, a rollout)",
+		})
+	}
+	for _, v := range r.Violations {
+		p.Violations = append(p.Violations, report.Violation{Oracle: v.Oracle, Message: v.Message})
+	}
+	return p
 }
 
 // Timeline lists, in time order, the lag windows, every write with its
@@ -140,6 +187,24 @@ func (r *Result) Timeline(max int) []string {
 		out = append(out, fmt.Sprintf("%+7.3f  %s", l.at.Seconds(), l.txt))
 	}
 	return out
+}
+
+// WriteReport writes the execution's picture (Page) as dir/name.html
+// (dir created if needed) and returns the file's path.
+func (r *Result) WriteReport(dir, name string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("unable to create findings directory %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, name+".html")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("unable to create report file: %w", err)
+	}
+	if err := report.Write(f, r.Page()); err != nil {
+		f.Close()
+		return "", fmt.Errorf("unable to write report %s: %w", path, err)
+	}
+	return path, f.Close()
 }
 
 // WriteTrace writes the execution's trace as JSONL into dir (created if

@@ -18,7 +18,8 @@ import (
 type Report struct {
 	Rows       []Row       `json:"rows"`
 	Overwrites []Overwrite `json:"overwrites"`
-	// Start is the trace's first entry; times are printed after it.
+	// Start is t = 0 for the times printed: the trace's first entry (a
+	// caller may set it to a schedule's mark).
 	Start time.Time `json:"start"`
 }
 
@@ -70,6 +71,11 @@ type Overwrite struct {
 }
 
 func (o Overwrite) String() string {
+	return o.header() + ": " + o.change(0)
+}
+
+// header names the write: who, what, where, its view.
+func (o Overwrite) header() string {
 	obj := o.Resource + " " + o.Name
 	if o.Namespace != "" {
 		obj = o.Resource + " " + o.Namespace + "/" + o.Name
@@ -86,12 +92,23 @@ func (o Overwrite) String() string {
 	if o.View != "" {
 		view = "had been sent rv " + o.View
 	}
+	return fmt.Sprintf("%s %s %s%s (rv %s; %s %s)", o.Client, verb, obj, site, o.RV, o.Client, view)
+}
+
+// change says what was replaced, values cut to width (0: whole).
+func (o Overwrite) change(width int) string {
 	by := o.By
 	if o.Own {
-		by += " itself (its view had not shown that write yet)"
+		by += " itself, unseen"
 	}
-	return fmt.Sprintf("%s %s %s%s (rv %s): %s=%s replaced %s=%s, written by %s at rv %s; %s %s",
-		o.Client, verb, obj, site, o.RV, o.Path, o.Value, o.Path, o.Replaced, by, o.ByRV, o.Client, view)
+	return fmt.Sprintf("%s=%s replaced %s, written by %s at rv %s", o.Path, cut(o.Value, width), cut(o.Replaced, width), by, o.ByRV)
+}
+
+func cut(s string, width int) string {
+	if width <= 0 || len(s) <= width {
+		return s
+	}
+	return s[:width-1] + "…"
 }
 
 // write is a successful, stored write with its parsed resourceVersion.
@@ -322,9 +339,14 @@ func (r Report) WriteTable(w io.Writer) error {
 		_, err := fmt.Fprintln(w, "no blind write replaced a change its writer had not seen")
 		return err
 	}
-	fmt.Fprintf(w, "%d blind write(s) over an unseen change:\n", len(r.Overwrites))
+	fmt.Fprintf(w, "blind writes over an unseen change (%d fields):\n", len(r.Overwrites))
+	last := ""
 	for _, o := range r.Overwrites {
-		if _, err := fmt.Fprintf(w, "  t+%.3fs %s\n", o.At.Sub(r.Start).Seconds(), o); err != nil {
+		if h := o.header(); h != last {
+			fmt.Fprintf(w, "  t%+.3fs %s\n", o.At.Sub(r.Start).Seconds(), h)
+			last = h
+		}
+		if _, err := fmt.Fprintf(w, "      %s\n", o.change(48)); err != nil {
 			return err
 		}
 	}
@@ -334,12 +356,12 @@ func (r Report) WriteTable(w io.Writer) error {
 var htmlTable = template.Must(template.New("audit").Funcs(template.FuncMap{
 	"or":  or,
 	"res": func(r Row) string { return strings.TrimSuffix(r.Resource+"/"+r.Subresource, "/") },
-	"t":   func(start, at time.Time) string { return fmt.Sprintf("t+%.3fs", at.Sub(start).Seconds()) },
+	"t":   func(start, at time.Time) string { return fmt.Sprintf("t%+.3fs", at.Sub(start).Seconds()) },
 }).Parse(`<table class="audit">
 <thead><tr><th>client</th><th>call site</th><th>verb</th><th>resource</th><th>kind</th><th>lock</th><th>writes</th><th>409</th><th>failed</th><th>overwrote unseen</th></tr></thead>
 <tbody>{{range .Rows}}<tr class="{{if .Blind}}blind{{else}}locked{{end}}{{if .Overwrites}} overwrote{{end}}"><td>{{.Client}}</td><td><code>{{or .Caller "-"}}</code></td><td>{{.Verb}}</td><td>{{res .}}</td><td>{{.Kind}}</td><td>{{or .Lock "-"}}</td><td>{{.Writes}}</td><td>{{.Conflicts}}</td><td>{{.Failed}}</td><td>{{.Overwrites}}</td></tr>
 {{end}}</tbody></table>
-{{if .Overwrites}}<p>{{len .Overwrites}} blind write(s) over an unseen change:</p><ul class="overwrites">{{range .Overwrites}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No blind write replaced a change its writer had not seen.</p>{{end}}`))
+{{if .Overwrites}}<p>Blind writes over an unseen change ({{len .Overwrites}} fields):</p><ul class="overwrites">{{range .Overwrites}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No blind write replaced a change its writer had not seen.</p>{{end}}`))
 
 // HTML is r as an HTML fragment (a table and the list of overwrites) for
 // report.Section.

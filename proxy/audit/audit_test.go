@@ -55,7 +55,7 @@ func TestBlindWriteOverUnseenChange(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"controller.go:70", "merge patch", "none", `status.plan.id="B" replaced status.plan.id="A", written by a at rv 11; b had been sent rv 10`} {
+	for _, s := range []string{"controller.go:70", "merge patch", "none", `b patch status rollouts ns/r at controller.go:70 (*Reconciler).Reconcile (rv 12; b had been sent rv 10)`, `status.plan.id="B" replaced "A", written by a at rv 11`} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}
@@ -76,7 +76,7 @@ func TestOwnUnseenWrite(t *testing.T) {
 	if len(rep.Overwrites) != 1 || !rep.Overwrites[0].Own || rep.Overwrites[0].View != "" {
 		t.Fatalf("want one overwrite of its own unseen write, from no view, got %+v", rep.Overwrites)
 	}
-	if s := rep.Overwrites[0].String(); !strings.Contains(s, "written by b itself") || !strings.Contains(s, "had been sent no version of it") {
+	if s := rep.Overwrites[0].String(); !strings.Contains(s, "written by b itself, unseen") || !strings.Contains(s, "had been sent no version of it") {
 		t.Fatalf("message: %s", s)
 	}
 }
