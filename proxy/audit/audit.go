@@ -40,6 +40,8 @@ type Row struct {
 	Conflicts  int    `json:"conflicts"`  // answered 409 Conflict
 	Failed     int    `json:"failed"`     // answered another error, or not at all
 	Overwrites int    `json:"overwrites"` // flagged as a blind write over an unseen change
+	// Fields are the paths the row's writes set (trace.Write.Set), sorted.
+	Fields []string `json:"fields,omitempty"`
 }
 
 // Blind reports whether the row's writes carry no resourceVersion
@@ -104,6 +106,17 @@ func (o Overwrite) change(width int) string {
 	return fmt.Sprintf("%s=%s replaced %s, written by %s at rv %s", o.Path, cut(o.Value, width), cut(o.Replaced, width), by, o.ByRV)
 }
 
+// fieldList is up to n paths, then how many more.
+func fieldList(fields []string, n int) string {
+	if len(fields) == 0 {
+		return "-"
+	}
+	if len(fields) <= n {
+		return strings.Join(fields, ",")
+	}
+	return strings.Join(fields[:n], ",") + fmt.Sprintf(",+%d", len(fields)-n)
+}
+
 func cut(s string, width int) string {
 	if width <= 0 || len(s) <= width {
 		return s
@@ -128,7 +141,7 @@ func Of(tr trace.Trace) Report {
 		}
 		break
 	}
-	rows := map[Row]*Row{}
+	rows := map[rowKey]*Row{}
 	hasStatus := map[string]bool{}
 	var stored []write
 	for i := range tr.Requests {
@@ -136,15 +149,20 @@ func Of(tr trace.Trace) Report {
 		if !isWrite(r.Verb) || r.DryRun {
 			continue
 		}
-		key := Row{Client: r.Client, Caller: r.Caller, Verb: r.Verb, Resource: r.Resource, Subresource: r.Subresource}
-		key.Kind, key.Lock = classify(r)
+		key := keyOf(r)
 		row := rows[key]
 		if row == nil {
-			row = &Row{}
-			*row = key
+			row = &Row{Client: key.client, Caller: key.caller, Verb: key.verb, Resource: key.resource, Subresource: key.subresource, Kind: key.kind, Lock: key.lock}
 			rows[key] = row
 		}
 		row.Writes++
+		if r.Write != nil {
+			for p := range r.Write.Set {
+				if !slices.Contains(row.Fields, p) {
+					row.Fields = append(row.Fields, p)
+				}
+			}
+		}
 		switch {
 		case r.Code == 409:
 			row.Conflicts++
@@ -194,12 +212,11 @@ func Of(tr trace.Trace) Report {
 			}
 		}
 		if flagged {
-			key := Row{Client: r.Client, Caller: r.Caller, Verb: r.Verb, Resource: r.Resource, Subresource: r.Subresource}
-			key.Kind, key.Lock = classify(r)
-			rows[key].Overwrites++
+			rows[keyOf(r)].Overwrites++
 		}
 	}
 	for _, row := range rows {
+		slices.Sort(row.Fields)
 		rep.Rows = append(rep.Rows, *row)
 	}
 	slices.SortFunc(rep.Rows, func(a, b Row) int {
@@ -207,6 +224,15 @@ func Of(tr trace.Trace) Report {
 			cmp.Compare(a.Verb, b.Verb), cmp.Compare(a.Caller, b.Caller), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Lock, b.Lock))
 	})
 	return rep
+}
+
+// rowKey is what a Row counts by.
+type rowKey struct{ client, caller, verb, resource, subresource, kind, lock string }
+
+func keyOf(r *trace.Request) rowKey {
+	k := rowKey{client: r.Client, caller: r.Caller, verb: r.Verb, resource: r.Resource, subresource: r.Subresource}
+	k.kind, k.lock = classify(r)
+	return k
 }
 
 // classify names a write's kind and precondition.
@@ -323,14 +349,14 @@ func sortedKeys[V any](m map[string]V) []string {
 // unseen change.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLIENT\tCALL SITE\tVERB\tRESOURCE\tKIND\tLOCK\tWRITES\t409\tFAILED\tOVERWROTE UNSEEN")
+	fmt.Fprintln(tw, "CLIENT\tCALL SITE\tVERB\tRESOURCE\tKIND\tLOCK\tWRITES\t409\tFAILED\tOVERWROTE UNSEEN\tFIELDS")
 	for _, row := range r.Rows {
 		res := row.Resource
 		if row.Subresource != "" {
 			res += "/" + row.Subresource
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", row.Client, or(row.Caller, "-"), row.Verb, res, row.Kind,
-			or(row.Lock, "-"), row.Writes, row.Conflicts, row.Failed, row.Overwrites)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", row.Client, or(row.Caller, "-"), row.Verb, res, row.Kind,
+			or(row.Lock, "-"), row.Writes, row.Conflicts, row.Failed, row.Overwrites, fieldList(row.Fields, 4))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("unable to write audit table: %w", err)
@@ -358,8 +384,8 @@ var htmlTable = template.Must(template.New("audit").Funcs(template.FuncMap{
 	"res": func(r Row) string { return strings.TrimSuffix(r.Resource+"/"+r.Subresource, "/") },
 	"t":   func(start, at time.Time) string { return fmt.Sprintf("t%+.3fs", at.Sub(start).Seconds()) },
 }).Parse(`<table class="audit">
-<thead><tr><th>client</th><th>call site</th><th>verb</th><th>resource</th><th>kind</th><th>lock</th><th>writes</th><th>409</th><th>failed</th><th>overwrote unseen</th></tr></thead>
-<tbody>{{range .Rows}}<tr class="{{if .Blind}}blind{{else}}locked{{end}}{{if .Overwrites}} overwrote{{end}}"><td>{{.Client}}</td><td><code>{{or .Caller "-"}}</code></td><td>{{.Verb}}</td><td>{{res .}}</td><td>{{.Kind}}</td><td>{{or .Lock "-"}}</td><td>{{.Writes}}</td><td>{{.Conflicts}}</td><td>{{.Failed}}</td><td>{{.Overwrites}}</td></tr>
+<thead><tr><th>client</th><th>call site</th><th>verb</th><th>resource</th><th>kind</th><th>lock</th><th>writes</th><th>409</th><th>failed</th><th>overwrote unseen</th><th>fields</th></tr></thead>
+<tbody>{{range .Rows}}<tr class="{{if .Blind}}blind{{else}}locked{{end}}{{if .Overwrites}} overwrote{{end}}"><td>{{.Client}}</td><td><code>{{or .Caller "-"}}</code></td><td>{{.Verb}}</td><td>{{res .}}</td><td>{{.Kind}}</td><td>{{or .Lock "-"}}</td><td>{{.Writes}}</td><td>{{.Conflicts}}</td><td>{{.Failed}}</td><td>{{.Overwrites}}</td><td>{{range $i, $f := .Fields}}{{if $i}}, {{end}}<code>{{$f}}</code>{{end}}</td></tr>
 {{end}}</tbody></table>
 {{if .Overwrites}}<p>Blind writes over an unseen change ({{len .Overwrites}} fields):</p><ul class="overwrites">{{range .Overwrites}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No blind write replaced a change its writer had not seen.</p>{{end}}`))
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/audit"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 	"github.com/stalefuzz/stalefuzz/scenarios/fluxcd"
 )
@@ -100,6 +101,31 @@ var _ = Describe("the baseline write sequence", func() {
 			"gitrepositories/status optimistic 200", "gitrepositories/status plain 200", // new upstream revision
 			"gitrepositories/status optimistic 200", "gitrepositories/status plain 200", // Ready, artifact, observedGeneration
 		}))
+
+		// The audit tells the same from behaviour: the conditions go through
+		// the optimistic-lock patch, observedGeneration through the plain one
+		// (fluxcd/pkg runtime/patch: patchStatusConditions, then patchStatus).
+		rep := res.Audit()
+		var table strings.Builder
+		Expect(rep.WriteTable(&table)).To(Succeed())
+		GinkgoWriter.Printf("audit:\n%s", table.String())
+		status := func(lock string) audit.Row {
+			for _, r := range rep.Rows {
+				if r.Client == fluxcd.Client && r.Resource == "gitrepositories" && r.Subresource == "status" && r.Lock == lock {
+					return r
+				}
+			}
+			Fail(fmt.Sprintf("no %s status patch in the audit:\n%s", lock, table.String()))
+			return audit.Row{}
+		}
+		locked, plain := status("resourceVersion"), status("none")
+		Expect(locked).To(And(HaveField("Kind", "merge patch"), HaveField("Writes", 4)), table.String())
+		Expect(locked.Fields).To(ContainElement(HavePrefix("status.conditions")), table.String())
+		Expect(locked.Fields).NotTo(ContainElement("status.observedGeneration"), table.String())
+		Expect(plain).To(And(HaveField("Kind", "merge patch"), HaveField("Writes", 4)), table.String())
+		Expect(plain.Fields).To(ContainElement("status.observedGeneration"), table.String())
+		Expect(plain.Fields).NotTo(ContainElement(HavePrefix("status.conditions")), table.String())
+		Expect(rep.Overwrites).To(BeEmpty(), table.String())
 	})
 })
 
