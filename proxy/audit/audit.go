@@ -103,7 +103,37 @@ func (o Overwrite) change(width int) string {
 	if o.Own {
 		by += " itself, unseen"
 	}
-	return fmt.Sprintf("%s=%s replaced %s, written by %s at rv %s", o.Path, cut(o.Value, width), cut(o.Replaced, width), by, o.ByRV)
+	v, r := o.Value, o.Replaced
+	if width > 0 {
+		v, r = cutAround(v, r, width)
+	}
+	return fmt.Sprintf("%s=%s replaced %s, written by %s at rv %s", o.Path, v, r, by, o.ByRV)
+}
+
+// cutAround cuts a and b to about width bytes each, around the first byte
+// where they differ, so that what changed shows.
+func cutAround(a, b string, width int) (string, string) {
+	p := 0
+	for p < len(a) && p < len(b) && a[p] == b[p] {
+		p++
+	}
+	start := max(0, p-width/3)
+	window := func(s string) string {
+		if len(s) <= width {
+			return s
+		}
+		st := min(start, len(s))
+		end := min(len(s), st+width)
+		out := s[st:end]
+		if st > 0 {
+			out = "…" + out
+		}
+		if end < len(s) {
+			out += "…"
+		}
+		return out
+	}
+	return window(a), window(b)
 }
 
 // fieldList is up to n paths, then how many more.
@@ -115,13 +145,6 @@ func fieldList(fields []string, n int) string {
 		return strings.Join(fields, ",")
 	}
 	return strings.Join(fields[:n], ",") + fmt.Sprintf(",+%d", len(fields)-n)
-}
-
-func cut(s string, width int) string {
-	if width <= 0 || len(s) <= width {
-		return s
-	}
-	return s[:width-1] + "…"
 }
 
 // write is a successful, stored write with its parsed resourceVersion.

@@ -172,3 +172,20 @@ func TestRowsCountKindsAndConflicts(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+func TestTableShowsWhereLongValuesDiffer(t *testing.T) {
+	long := func(id string) string {
+		return `[{"lastTransitionTime":"2026-11-21T21:17:23Z","message":"plan ` + id + `","reason":"Planned","status":"False","type":"Ready"}]`
+	}
+	rep := audit.Of(trace.Trace{Requests: []trace.Request{
+		statusPatch("a", 100, "", "11", map[string]string{"status.conditions": long("aaaa")}),
+		statusPatch("b", 200, "", "12", map[string]string{"status.conditions": long("bbbb")}),
+	}})
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"message":"plan bbbb"`) || !strings.Contains(b.String(), `"message":"plan aaaa"`) {
+		t.Fatalf("the table does not show where the values differ:\n%s", b.String())
+	}
+}
