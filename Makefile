@@ -12,7 +12,7 @@ assets: ## build kube-apiserver, etcd and kube-controller-manager from Go module
 source-controller: ## build FluxCD source-controller v1.9.3 and its CRDs from Go modules (idempotent; ~5 min cold)
 	@hack/source-controller.sh >/dev/null
 
-deps: ## install the system packages the tests need (git)
+deps: ## install the system packages the tests need (git; chromium for the report page's browser test and hack/screenshot.sh)
 	@hack/deps.sh
 
 test: deps assets source-controller ## run every test against a real apiserver, one package at a time (timing-sensitive specs share no CPU); installs what it needs first

@@ -109,24 +109,32 @@ func Fuzz(f *testing.F, s Scenario) {
 			if len(res.Violations) == 0 {
 				t.Fatalf("corpus entry no longer reproduces the known bug (%s): schedule %s ran clean", s.KnownBug, sched)
 			}
-			t.Logf("reproduced the known bug (%s):\n%s", s.KnownBug, res.Report())
+			path, picture := writeFinding(res, s.Name, input)
+			t.Logf("reproduced the known bug (%s):\n%s\ntrace: %s\npicture: %s", s.KnownBug, res.Report(), path, picture)
 			return
 		}
 		if len(res.Violations) == 0 {
 			return
 		}
-		name := fmt.Sprintf("%s-%x", s.Name, sha256.Sum256(input))[:len(s.Name)+13]
-		path, werr := res.WriteTrace(findingsDir(), name)
-		if werr != nil {
-			path = "(not written: " + werr.Error() + ")"
-		}
-		picture, rerr := res.WriteReport(findingsDir(), name)
-		if rerr != nil {
-			picture = "(not written: " + rerr.Error() + ")"
-		}
+		path, picture := writeFinding(res, s.Name, input)
 		t.Fatalf("%s\ninput: %x\ntrace: %s\npicture: %s\nreproduce: go test -run='%s/<corpus entry>' on the entry go test -fuzz saved in testdata/fuzz/%s/",
 			res.Report(), input, path, picture, f.Name(), f.Name())
 	})
+}
+
+// writeFinding writes an execution's trace and picture into the findings
+// directory and returns their paths, or why each was not written.
+func writeFinding(res *Result, scenario string, input []byte) (tracePath, picture string) {
+	name := fmt.Sprintf("%s-%x", scenario, sha256.Sum256(input))[:len(scenario)+13]
+	tracePath, err := res.WriteTrace(findingsDir(), name)
+	if err != nil {
+		tracePath = "(not written: " + err.Error() + ")"
+	}
+	picture, err = res.WriteReport(findingsDir(), name)
+	if err != nil {
+		picture = "(not written: " + err.Error() + ")"
+	}
+	return tracePath, picture
 }
 
 // prepareReferences runs the no-lag reference for every knob setting before

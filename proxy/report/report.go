@@ -1,7 +1,7 @@
 package report
 
 import (
-	"errors"
+	"fmt"
 	"html/template"
 	"io"
 	"time"
@@ -54,7 +54,12 @@ type Section struct {
 	HTML  template.HTML
 }
 
-// Write renders p as one HTML document.
+// Write renders p as one HTML document. The document depends on p alone:
+// the same Page gives the same bytes.
 func Write(w io.Writer, p Page) error {
-	return errors.New("report: not implemented yet")
+	v := layout(p)
+	if err := pageTemplate.Execute(w, v); err != nil {
+		return fmt.Errorf("unable to write report %q: %w", v.Title, err)
+	}
+	return nil
 }
