@@ -44,7 +44,17 @@
 // (Scenario.LostUpdates), differential against a no-lag reference run
 // (Scenario.Differential), and the scenario's own Checks. A violation is
 // reported with the schedule in readable form, the oracle's message naming
-// object and field, a timeline, and the trace as JSONL.
+// object and field, a timeline, the blind-write audit of its writes (package
+// proxy/audit: each write's kind, lock and call site, and every blind write
+// over a change its writer had not seen), the trace as JSONL and a picture
+// next to it (package proxy/report: Result.WriteReport). A replayed corpus
+// entry of a KnownBug scenario writes both too. Dry-run writes count for no
+// oracle.
+//
+// Call sites: a controller started in-process with Exec.StartManager or built
+// on Exec.Config writes through proxy.Client.Config, whose transport reports
+// the first stack frame outside client-go, controller-runtime and
+// apimachinery with every write (trace.Request.Caller).
 //
 // Controllers that run in-process give noisy coverage and out-of-process ones
 // give none, so the engine feeds the fuzzer features of each execution's
@@ -54,7 +64,7 @@
 //
 //   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds, so that a
 //     campaign measures what the mutator finds on its own.
-//   - STALEFUZZ_FINDINGS: directory for findings' traces and the harness
-//     error log. Default: $TMPDIR/stalefuzz-findings.
+//   - STALEFUZZ_FINDINGS: directory for findings' traces, pictures and the
+//     harness error log. Default: $TMPDIR/stalefuzz-findings.
 //   - Those of package proxy/controlplane (KUBEBUILDER_ASSETS, ...).
 package fuzz
