@@ -1,0 +1,86 @@
+// Command stalefuzz runs the informer proxy on its own, in front of any
+// apiserver a kubeconfig reaches (envtest, kind, a real cluster), and reads
+// the traces it records.
+//
+//	go install github.com/stalefuzz/stalefuzz/proxy/cmd/stalefuzz@latest
+//
+// # stalefuzz proxy
+//
+//	stalefuzz proxy --kubeconfig FILE [--context NAME] --client NAME... \
+//	    --rules FILE --trace FILE [--out DIR] [--control ADDR] [--mark-now] \
+//	    [--fields PATH]... [-v N]
+//
+// starts package proxy in front of the apiserver of the kubeconfig's context
+// and gives each --client (repeated or comma-separated; at least one) its
+// own listener on 127.0.0.1 and a kubeconfig, DIR/NAME.kubeconfig (--out:
+// default the current directory, created if missing), that carries no
+// credentials: the proxy adds the kubeconfig's own upstream. Point a
+// controller at it, or use it with kubectl:
+//
+//	KUBECONFIG=DIR/NAME.kubeconfig kubectl get configmaps
+//
+// The rules come from --rules, a YAML file in the format of package
+// proxy/rulesfile. Their windows (from, to) are relative to a mark, and no
+// rule is in force before the first one. The mark is set to now, and the
+// rules put in force, by SIGUSR1, by POST /mark on the control endpoint, or
+// at start with --mark-now; each new mark starts the rules over. SIGHUP or
+// POST /reload re-reads the rules file and puts its rules in force under the
+// same mark (their After counts, and what Break, Freeze and Cut did, start
+// over; frozen clients are thawed); a file with errors leaves the old rules
+// in force and the errors, each naming its line, rule and field, are
+// reported on stderr and in the answer to POST /reload.
+//
+// The control endpoint is plain HTTP on a loopback address only (--control,
+// default 127.0.0.1:0, an unused port); its address is printed on stderr and
+// written to DIR/control.addr, which is written last: once it exists, the
+// kubeconfigs are in place and the endpoint answers.
+//
+//	POST /mark    set the mark to now and put the rules in force
+//	POST /reload  re-read the rules file, keeping the mark (422 on errors)
+//	GET  /trace   the trace so far, as JSONL (package proxy/trace)
+//
+// It refuses requests whose Host is not the loopback address it listens on,
+// and cross-origin requests from browsers.
+//
+// On SIGINT or SIGTERM it stops the proxy (ending every client's connection),
+// writes the trace as JSONL to --trace (atomically: the file appears
+// complete or not at all), removes DIR/control.addr, and exits 0. It keeps
+// the kubeconfigs, the trace and --out. It creates nothing else, and nothing
+// in $TMPDIR. A second SIGINT or SIGTERM during that exits at once with
+// status 1, without writing the trace. A start that fails removes what it
+// created.
+//
+// --fields adds dotted JSON paths whose values the trace records from each
+// response (proxy.Proxy.Fields); -v raises the verbosity of the proxy's log
+// (0: warnings, such as a stream it could not parse; 1: also connection
+// errors).
+//
+// # stalefuzz report
+//
+//	stalefuzz report TRACE [-o FILE.html] [--title T]
+//
+// draws TRACE (JSONL) as a self-contained HTML page (package proxy/report),
+// with the blind-write audit (package proxy/audit) below the picture. The
+// default output is TRACE with .html in place of .jsonl. It prints the path
+// written.
+//
+// # stalefuzz audit
+//
+//	stalefuzz audit TRACE [--json]
+//
+// prints the blind-write audit of TRACE (package proxy/audit) as a table, or
+// with --json as the JSON form of audit.Report.
+//
+// # Exit status
+//
+// 0 on success (for proxy: stopped by SIGINT or SIGTERM), 1 on an error, 2
+// on a usage error.
+//
+// # Environment variables
+//
+// stalefuzz reads none of its own: --kubeconfig is required, so KUBECONFIG
+// is not read. The connection to the upstream apiserver honours what
+// client-go honours for a kubeconfig: HTTPS_PROXY, HTTP_PROXY and NO_PROXY
+// (unless the kubeconfig sets proxy-url), and whatever an exec credential
+// plugin the kubeconfig names reads.
+package main

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "stalefuzz: %v\nRun '%s --help' for usage.\n", err, ue.cmd)
+		return 2
+	case strings.HasPrefix(err.Error(), "unknown command "): // cobra's, for the root
+		fmt.Fprintf(stderr, "stalefuzz: %v\nRun 'stalefuzz --help' for usage.\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "stalefuzz: %v\n", err)
+		return 1
+	}
+}
+
+// usageError is a command line that does not make sense; the exit status
+// is 2.
+type usageError struct {
+	cmd string // the command's path ("stalefuzz proxy"), for the help hint
+	err error
+}
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(cmd *cobra.Command, format string, args ...any) error {
+	return usageError{cmd: cmd.CommandPath(), err: fmt.Errorf(format, args...)}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "stalefuzz",
+		Short: "Run the informer proxy in front of any apiserver, and read its traces",
+		Long: `stalefuzz runs the informer proxy in front of any apiserver a kubeconfig
+reaches (envtest, kind, a real cluster): each named client gets its own
+kubeconfig, and rules delay, hold, drop or break the watch events it
+receives, expire its re-watches, serve its lists from the past, or stop it
+between two writes. Every request and watch event is recorded in a trace,
+which 'stalefuzz report' draws and 'stalefuzz audit' audits for blind writes.`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError{cmd: cmd.CommandPath(), err: err}
+	})
+	root.AddCommand(newProxyCmd(), newReportCmd(), newAuditCmd())
+	return root
+}
+
+// noArgs is cobra.NoArgs as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef(cmd, "%s takes no arguments; got %q", cmd.Name(), args)
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs(1) with a message naming the argument.
+func exactArgs(name string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usagef(cmd, "%s takes one argument, %s; got %d", cmd.Name(), name, len(args))
+		}
+		return nil
+	}
+}
