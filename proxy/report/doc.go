@@ -19,16 +19,25 @@
 //   - Everything taken from the trace, the bands and the violations is
 //     escaped (html/template); only Section.HTML is trusted.
 //   - The same Page gives the same bytes.
-//   - The time axis is in seconds after Page.Mark. A Band with a zero Start
-//     starts at the mark; with a zero End it runs to the end of the picture.
+//   - The time axis is in seconds after Page.Mark. It spans what matters,
+//     with a little room either side: the writes, the events a rule touched
+//     (held, delayed, dropped, broken), the request faults, the bands, the
+//     violations, and the mark when Page.Mark is set; without any of those,
+//     the whole trace and the mark. So the controllers' start-up traffic
+//     long before the mark does not squeeze the rest to one side. Nothing
+//     is drawn outside the plot area: an event held across its edge is
+//     clipped there, and the events and marks wholly outside it are left
+//     out, which the page counts ("N events before t=…"); the tables still
+//     list every write and request fault. A Band with a zero Start starts at
+//     the mark; with a zero End it runs to the end of the picture.
 //   - Events drawn are those of Page.Objects (zero: of every object a write
 //     named, and every object an event was held, dropped, broken or aborted
 //     for); events without a name (bookmarks) are not drawn. An event no
-//     rule touched and released within 10ms is drawn lightly, as a tick; past
-//     300 such events in a page they are aggregated per lane into marks of
-//     4 px (data-count says how many each stands for), and the page says so.
-//     Of the other events the first 2000 are drawn, and the page counts the
-//     rest.
+//     rule touched and released within 10ms is drawn lightly, as a tick;
+//     past 300 such events on the axis they are aggregated per lane into
+//     marks of 4 px (data-count says how many each stands for), and the page
+//     says so. Of the other events on the axis the first 2000 are drawn, and
+//     the page counts the rest.
 //   - Below the picture: the violations, a table of every write (time,
 //     client, call site, verb, object, precondition, answer, fields set and
 //     fields of the answer), a table of request faults, then Page.Sections.

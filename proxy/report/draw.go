@@ -344,17 +344,24 @@ func writeMarkOf(sc scale, q *trace.Request, id string, x, cy float64) writeMark
 		Object: writeObject(q), Precondition: q.SentRV, Caller: q.Caller, Title: b.String(),
 	}
 	c := "c-" + ac
-	if end := sc.x(q.Start.Add(q.Latency)); end-x >= 3 {
+	if end := math.Min(sc.x(q.Start.Add(q.Latency)), plotRight); end-x >= 3 {
 		m.Shapes = append(m.Shapes, shape{Kind: "line", Class: c + " latency", X: x, Y: cy, X2: end, Y2: cy})
 	}
 	dc := c
 	if lock == "blind" {
 		dc += " hollow"
 	}
-	m.Shapes = append(m.Shapes,
-		shape{Kind: "path", Class: dc, D: diamond(x, cy)},
-		shape{Kind: "text", Class: "marklabel m-" + ac, X: x + 8, Y: cy + 4, Text: writeLabel(q), Anchor: "start"})
+	m.Shapes = append(m.Shapes, shape{Kind: "path", Class: dc, D: diamond(x, cy)}, markLabel(x, cy, "marklabel m-"+ac, writeLabel(q)))
 	return m
+}
+
+// markLabel is the text next to a mark at x: right of it, or left of it
+// near the picture's right edge.
+func markLabel(x, cy float64, class, label string) shape {
+	if labelLeft(x, label) {
+		return shape{Kind: "text", Class: class, X: x - 8, Y: cy + 4, Text: label, Anchor: "end"}
+	}
+	return shape{Kind: "text", Class: class, X: x + 8, Y: cy + 4, Text: label, Anchor: "start"}
 }
 
 func faultMarkOf(sc scale, q *trace.Request, id string, x, cy float64) faultMark {
@@ -364,7 +371,7 @@ func faultMarkOf(sc scale, q *trace.Request, id string, x, cy float64) faultMark
 		ID: "mark-" + id, Row: id, Kind: kind, Verb: q.Verb, Client: q.Client, Code: strconv.Itoa(q.Code), Title: title,
 		Shapes: []shape{
 			{Kind: "path", Class: "c-fault", D: triangle(x, cy)},
-			{Kind: "text", Class: "marklabel m-fault", X: x + 8, Y: cy + 4, Text: kind, Anchor: "start"},
+			markLabel(x, cy, "marklabel m-fault", kind),
 		},
 	}
 }

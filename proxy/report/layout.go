@@ -382,6 +382,9 @@ type builder struct {
 	sc   scale
 	end  time.Time // the trace's last instant
 
+	trace   span // of the trace's entries
+	focused bool // the axis spans the focus, not the whole trace
+
 	objects map[string]bool // whose events are drawn
 	clients []string        // one lane each, by name
 	laneOf  map[string]int
@@ -393,6 +396,10 @@ type builder struct {
 	lights   []evRef        // pass-through events, by arrival
 	counts   map[string]int // events of the objects, by kind
 	notDrawn int            // events past maxEvents
+
+	// Events and marks outside the axis, not drawn, before and after it.
+	evBefore, evAfter     int
+	markBefore, markAfter int
 
 	lanes []laneGeo
 }
@@ -484,40 +491,74 @@ func layout(p Page) view {
 	return v
 }
 
-// timeScale sets the mark and the time axis: from the earlier of the mark
-// and the first instant to the last instant (of the trace, the bands and the
-// violations), with a little room either side.
-func (b *builder) timeScale() {
-	var first, last time.Time
-	see := func(t time.Time) {
-		if t.IsZero() {
-			return
-		}
-		if first.IsZero() || t.Before(first) {
-			first = t
-		}
-		if last.IsZero() || t.After(last) {
-			last = t
-		}
+// span is the earliest and the latest of the instants it has seen.
+type span struct{ first, last time.Time }
+
+func (s *span) see(t time.Time) {
+	if t.IsZero() {
+		return
 	}
+	if s.first.IsZero() || t.Before(s.first) {
+		s.first = t
+	}
+	if s.last.IsZero() || t.After(s.last) {
+		s.last = t
+	}
+}
+
+func (s *span) empty() bool { return s.first.IsZero() }
+
+// Room left and right of what the axis must show, in pixels, so that the
+// glyphs of the first and the last thing fit in the plot area.
+const (
+	padLeft  = 18
+	padRight = 24
+)
+
+// timeScale sets the mark and the time axis. The axis spans what matters
+// (the focus): the writes, the events a rule touched (held, delayed,
+// dropped, broken), the request faults, the bands, the violations, and the
+// mark when Page.Mark is set. Without any of those, it spans the whole
+// trace and the mark. It leaves out the rest, such as the controllers'
+// start-up traffic long before the mark.
+func (b *builder) timeScale() {
+	var all, focus span
 	for i := range b.reqs {
-		see(b.reqs[i].Start)
-		see(b.reqs[i].Start.Add(b.reqs[i].Latency))
+		q := &b.reqs[i]
+		all.see(q.Start)
+		all.see(q.Start.Add(q.Latency))
+		if isWrite(q.Verb) || q.Fault != "" {
+			focus.see(q.Start)
+			focus.see(q.Start.Add(q.Latency))
+		}
 	}
 	for i := range b.evs {
-		see(b.evs[i].Arrived)
-		see(b.evs[i].Released)
+		ev := &b.evs[i]
+		all.see(ev.Arrived)
+		all.see(ev.Released)
+		if ev.Rule >= 0 {
+			focus.see(ev.Arrived)
+			focus.see(ev.Released)
+		}
 	}
-	b.end = last
+	b.end = all.last
+	b.trace = all
 	for _, bd := range b.p.Bands {
-		see(bd.Start)
-		see(bd.End)
+		all.see(bd.Start)
+		all.see(bd.End)
+		focus.see(bd.Start)
+		focus.see(bd.End)
 	}
 	for _, vi := range b.p.Violations {
-		see(vi.At)
+		all.see(vi.At)
+		if vi.At.IsZero() {
+			// Drawn at the end of the trace.
+			focus.see(b.end)
+		}
+		focus.see(vi.At)
 	}
 	if b.end.IsZero() {
-		b.end = last
+		b.end = all.last
 	}
 	mark := b.p.Mark
 	if mark.IsZero() {
@@ -533,19 +574,27 @@ func (b *builder) timeScale() {
 			}
 		}
 		if mark.IsZero() {
-			mark = first
+			mark = all.first
 		}
 	}
 	b.sc = scale{mark: mark}
 	lo, hi := 0.0, 0.0
-	if !first.IsZero() {
-		lo, hi = math.Min(0, b.sc.sec(first)), math.Max(0, b.sc.sec(last))
+	switch {
+	case !focus.empty():
+		b.focused = true
+		lo, hi = b.sc.sec(focus.first), b.sc.sec(focus.last)
+		if !b.p.Mark.IsZero() {
+			lo, hi = math.Min(0, lo), math.Max(0, hi)
+		}
+	case !all.empty():
+		lo, hi = math.Min(0, b.sc.sec(all.first)), math.Max(0, b.sc.sec(all.last))
 	}
 	if hi-lo < 0.05 {
 		hi = lo + 0.05
 	}
-	pad := (hi - lo) * 0.015
-	b.sc.lo, b.sc.hi = lo-pad, hi+pad
+	// The focus fills the plot area but for padLeft and padRight pixels.
+	perPx := (hi - lo) / (plotRight - plotLeft - padLeft - padRight)
+	b.sc.lo, b.sc.hi = lo-padLeft*perPx, hi+padRight*perPx
 }
 
 // selectObjects decides whose events are drawn: Page.Objects, or every
@@ -608,6 +657,16 @@ func (b *builder) selectEvents() {
 		}
 		k := eventKind(ev)
 		b.counts[k]++
+		x0, x1 := b.evExtent(ev, k)
+		if k == kindHeld || k == kindPending {
+			if d := barSide(x0, x1); d != 0 {
+				b.outside(d, &b.evBefore, &b.evAfter)
+				continue
+			}
+		} else if d := pointSide(x0, reachOf(k)); d != 0 {
+			b.outside(d, &b.evBefore, &b.evAfter)
+			continue
+		}
 		if k == kindLight {
 			b.lights = append(b.lights, evRef{i, k})
 		} else {
@@ -638,6 +697,73 @@ func (b *builder) selectEvents() {
 	})
 }
 
+// reach is how far a glyph's drawing reaches either side of its x (a cross,
+// a stream's end before it, a circle, a diamond, a triangle).
+const reach = 7
+
+func reachOf(kind string) float64 {
+	if kind == kindLight {
+		return 0
+	}
+	return reach
+}
+
+// pointSide tells whether a glyph at x, reaching r pixels either side, is
+// left of the plot area (-1), right of it (1) or whole in it (0).
+func pointSide(x, r float64) int {
+	switch {
+	case x-r < plotLeft || math.IsNaN(x):
+		return -1
+	case x > plotRight:
+		return 1
+	}
+	return 0
+}
+
+// barSide tells whether a bar from x0 to x1 is wholly left of the plot area
+// (-1), wholly right of it (1) or (partly) in it (0): then it is clipped.
+func barSide(x0, x1 float64) int {
+	switch {
+	case x1 < plotLeft || math.IsNaN(x0) || math.IsNaN(x1):
+		return -1
+	case x0 > plotRight:
+		return 1
+	}
+	return 0
+}
+
+func (b *builder) outside(d int, before, after *int) {
+	if d < 0 {
+		*before++
+	} else {
+		*after++
+	}
+}
+
+// evExtent is where an event's drawing runs, unclipped: from its arrival to
+// its release (held) or to the end of the trace (pending).
+func (b *builder) evExtent(ev *trace.Event, kind string) (x0, x1 float64) {
+	x0 = b.sc.x(ev.Arrived)
+	switch kind {
+	case kindHeld:
+		return x0, math.Max(x0, b.sc.x(ev.Released))
+	case kindPending:
+		return x0, math.Max(x0, b.sc.x(b.end))
+	}
+	return x0, x0
+}
+
+// clipBar clips a bar to the plot area, at least 2 px wide.
+func clipBar(x0, x1 float64) (float64, float64) {
+	x0 = math.Min(math.Max(x0, plotLeft), plotRight-2)
+	x1 = math.Min(math.Max(x1, x0+2), plotRight)
+	return x0, x1
+}
+
+// labelLeft tells whether a mark's label at x goes left of it, as it would
+// run past the picture's right edge.
+func labelLeft(x float64, label string) bool { return x+8+textW(label) > svgWidth-4 }
+
 // placeMarks packs each lane's writes and faults into rows.
 func (b *builder) placeMarks() {
 	b.writeIDs, b.faultIDs = map[int]string{}, map[int]string{}
@@ -645,14 +771,33 @@ func (b *builder) placeMarks() {
 		q := &b.reqs[ri]
 		lg := &b.lanes[b.laneOf[q.Client]]
 		x := b.sc.x(q.Start)
-		end := math.Max(x+6, b.sc.x(q.Start.Add(q.Latency)))
+		end := math.Max(x+6, math.Min(b.sc.x(q.Start.Add(q.Latency)), plotRight))
+		// Every write and fault has its row in the tables; a mark
+		// outside the axis is not drawn.
+		d := pointSide(x, reach)
+		geo := func(label string) (float64, float64) {
+			if labelLeft(x, label) {
+				return x - 8 - textW(label) - 4, end + 4
+			}
+			return x - 6, math.Max(end, x+8+textW(label)) + 4
+		}
 		if isWrite(q.Verb) {
 			b.writeIDs[ri] = "w" + strconv.Itoa(len(b.writeIDs))
-			lg.marks = append(lg.marks, markGeo{req: ri, write: true, x0: x - 6, x1: math.Max(end, x+8+textW(writeLabel(q))) + 4})
+			if d == 0 {
+				x0, x1 := geo(writeLabel(q))
+				lg.marks = append(lg.marks, markGeo{req: ri, write: true, x0: x0, x1: x1})
+			} else {
+				b.outside(d, &b.markBefore, &b.markAfter)
+			}
 		}
 		if q.Fault != "" {
 			b.faultIDs[ri] = "f" + strconv.Itoa(len(b.faultIDs))
-			lg.marks = append(lg.marks, markGeo{req: ri, x0: x - 6, x1: x + 8 + textW(faultKind(q.Fault)) + 4})
+			if d == 0 {
+				x0, x1 := geo(faultKind(q.Fault))
+				lg.marks = append(lg.marks, markGeo{req: ri, x0: x0, x1: x1})
+			} else {
+				b.outside(d, &b.markBefore, &b.markAfter)
+			}
 		}
 	}
 	for l := range b.lanes {
@@ -675,13 +820,9 @@ func (b *builder) placeEvents() {
 	for _, r := range b.drawn {
 		ev := &b.evs[r.i]
 		lg := &b.lanes[b.laneOf[ev.Client]]
-		x0 := b.sc.x(ev.Arrived)
-		x1 := x0
-		switch r.kind {
-		case kindHeld:
-			x1 = math.Max(x0+2, b.sc.x(ev.Released))
-		case kindPending:
-			x1 = math.Max(x0+2, b.sc.x(b.end))
+		x0, x1 := b.evExtent(ev, r.kind)
+		if r.kind == kindHeld || r.kind == kindPending {
+			x0, x1 = clipBar(x0, x1)
 		}
 		lg.events = append(lg.events, evGeo{ref: r, x0: x0, x1: x1})
 	}
@@ -722,8 +863,7 @@ func (b *builder) placeBands() ([]bandGeo, int) {
 		if x1 < x0 {
 			x0, x1 = x1, x0
 		}
-		x0 = math.Max(x0, plotLeft)
-		x1 = math.Min(math.Max(x1, x0+2), plotRight)
+		x0, x1 = clipBar(x0, x1)
 		bands = append(bands, bandGeo{b: bd, x0: x0, x1: x1, label: clip(cmp.Or(bd.Label, "step"), 80)})
 	}
 	slices.SortStableFunc(bands, func(x, y bandGeo) int { return cmp.Compare(x.x0, y.x0) })
@@ -898,6 +1038,9 @@ func (b *builder) summary(v view) []string {
 			plural(len(b.objects), "object", "objects"), b.counts[kindHeld], b.counts[kindPending], b.counts[kindDropped],
 			b.counts[kindBroken], b.counts[kindAborted], b.counts[kindLight]),
 	}
+	if l := b.axisLine(); l != "" {
+		out = append(out, l)
+	}
 	if len(b.lights) > maxLight {
 		marks := 0
 		for _, l := range v.Lanes {
@@ -914,4 +1057,43 @@ func (b *builder) summary(v view) []string {
 		out = append(out, fmt.Sprintf("Only the first %d held, dropped, broken, aborted or pending events are drawn; %d later ones are not (see the trace).", maxEvents, b.notDrawn))
 	}
 	return out
+}
+
+// axisLine says what the axis spans when it does not span the whole trace,
+// and what it left out; "" when it spans it all.
+func (b *builder) axisLine() string {
+	lo, hi := fmt.Sprintf("%+.3fs", b.sc.lo), fmt.Sprintf("%+.3fs", b.sc.hi)
+	var left []string
+	if b.evBefore > 0 {
+		left = append(left, plural(b.evBefore, "event", "events")+" before t="+lo)
+	}
+	if b.evAfter > 0 {
+		left = append(left, plural(b.evAfter, "event", "events")+" after t="+hi)
+	}
+	if b.markBefore > 0 {
+		left = append(left, plural(b.markBefore, "write or fault mark", "write or fault marks")+" before t="+lo)
+	}
+	if b.markAfter > 0 {
+		left = append(left, plural(b.markAfter, "write or fault mark", "write or fault marks")+" after t="+hi)
+	}
+	wider := !b.trace.empty() && (b.sc.sec(b.trace.first) < b.sc.lo || b.sc.sec(b.trace.last) > b.sc.hi)
+	if !wider && len(left) == 0 {
+		return ""
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "The axis spans t=%s to %s", lo, hi)
+	if b.focused {
+		s.WriteString(": the writes, the events a rule touched, the request faults, the bands and the violations")
+		if !b.p.Mark.IsZero() {
+			s.WriteString(", and the mark")
+		}
+	}
+	if wider {
+		fmt.Fprintf(&s, "; the trace runs from t=%s to %s", b.sc.at(b.trace.first), b.sc.at(b.trace.last))
+	}
+	s.WriteString(".")
+	if len(left) > 0 {
+		s.WriteString(" Outside it, not drawn: " + strings.Join(left, ", ") + " (the tables below list every write and request fault).")
+	}
+	return s.String()
 }
