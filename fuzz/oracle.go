@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,8 +21,8 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) {
 		e.convergence(ctx, x, c, res)
 	}
 	for _, path := range e.s.LostUpdates {
-		for _, msg := range lostUpdates(res.Trace, path) {
-			res.violate("lost-update", msg)
+		for _, l := range lostUpdates(res.Trace, path) {
+			res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Message: l.msg, At: l.at})
 		}
 	}
 	for _, c := range e.s.Checks {
@@ -102,7 +103,7 @@ func conditionStatus(o *unstructured.Unstructured, t string) string {
 // A client's view of an object at time t is the newest resourceVersion among
 // the watch events the proxy released to it and the reads it made (not its own
 // write responses: a controller acts on what its cache shows).
-func lostUpdates(tr trace.Trace, path string) []string {
+func lostUpdates(tr trace.Trace, path string) []lost {
 	type ack struct {
 		r  trace.Request
 		rv uint64
@@ -117,7 +118,7 @@ func lostUpdates(tr trace.Trace, path string) []string {
 		}
 	}
 	slices.SortFunc(writes, func(a, b ack) int { return int(a.rv) - int(b.rv) })
-	var out []string
+	var out []lost
 	latest := map[string]ack{} // object → last acknowledged value
 	for _, w := range writes {
 		key := w.r.Namespace + "/" + w.r.Name
@@ -130,11 +131,18 @@ func lostUpdates(tr trace.Trace, path string) []string {
 		if view >= prev.rv {
 			continue // the writer had seen the value it replaced
 		}
-		out = append(out, fmt.Sprintf(
+		out = append(out, lost{at: w.r.Start, msg: fmt.Sprintf(
 			"%s %s: %s=%s, acknowledged to %s at resourceVersion %d, was replaced by %s=%s from %s (%s %s, no precondition: %v), whose view was at resourceVersion %d",
-			w.r.Resource, key, path, prev.v, prev.r.Client, prev.rv, path, w.v, w.r.Client, w.r.Verb, w.r.Subresource, w.r.SentRV == "", view))
+			w.r.Resource, key, path, prev.v, prev.r.Client, prev.rv, path, w.v, w.r.Client, w.r.Verb, w.r.Subresource, w.r.SentRV == "", view)})
 	}
 	return out
+}
+
+// lost is one lost update: when the replacing write was sent, and what it
+// replaced.
+type lost struct {
+	at  time.Time
+	msg string
 }
 
 // viewOf is the newest resourceVersion of ns/name that client had seen before t.

@@ -32,6 +32,9 @@ type Result struct {
 type Violation struct {
 	Oracle  string
 	Message string
+	// At is when the violation happened, when the oracle knows (a lost
+	// update: the replacing write); zero otherwise.
+	At time.Time
 }
 
 func (r *Result) violate(oracle, msg string) {
@@ -111,7 +114,7 @@ func (r *Result) Page() report.Page {
 		})
 	}
 	for _, v := range r.Violations {
-		p.Violations = append(p.Violations, report.Violation{Oracle: v.Oracle, Message: v.Message})
+		p.Violations = append(p.Violations, report.Violation{At: v.At, Oracle: v.Oracle, Message: v.Message})
 	}
 	return p
 }
