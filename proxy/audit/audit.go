@@ -136,15 +136,47 @@ func cutAround(a, b string, width int) (string, string) {
 	return window(a), window(b)
 }
 
-// fieldList is up to n paths, then how many more.
+// fieldList is the sorted paths with siblings grouped
+// ("status.artifact.{digest,path}"), up to n groups, then how many more.
 func fieldList(fields []string, n int) string {
 	if len(fields) == 0 {
 		return "-"
 	}
-	if len(fields) <= n {
-		return strings.Join(fields, ",")
+	var groups []string
+	for i := 0; i < len(fields); {
+		parent, leaf := splitPath(fields[i])
+		j := i + 1
+		for j < len(fields) {
+			if p, _ := splitPath(fields[j]); p != parent || parent == "" {
+				break
+			}
+			j++
+		}
+		if j-i == 1 {
+			groups = append(groups, fields[i])
+		} else {
+			leaves := []string{leaf}
+			for _, f := range fields[i+1 : j] {
+				_, l := splitPath(f)
+				leaves = append(leaves, l)
+			}
+			groups = append(groups, parent+".{"+strings.Join(leaves, ",")+"}")
+		}
+		i = j
 	}
-	return strings.Join(fields[:n], ",") + fmt.Sprintf(",+%d", len(fields)-n)
+	if len(groups) <= n {
+		return strings.Join(groups, ",")
+	}
+	return strings.Join(groups[:n], ",") + fmt.Sprintf(",+%d", len(groups)-n)
+}
+
+// splitPath splits "a.b.c" into "a.b" and "c".
+func splitPath(p string) (parent, leaf string) {
+	i := strings.LastIndex(p, ".")
+	if i < 0 {
+		return "", p
+	}
+	return p[:i], p[i+1:]
 }
 
 // write is a successful, stored write with its parsed resourceVersion.

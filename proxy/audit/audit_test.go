@@ -189,3 +189,16 @@ func TestTableShowsWhereLongValuesDiffer(t *testing.T) {
 		t.Fatalf("the table does not show where the values differ:\n%s", b.String())
 	}
 }
+
+func TestTableGroupsSiblingFields(t *testing.T) {
+	r := statusPatch("a", 100, "", "11", map[string]string{
+		"status.artifact.digest": `"d"`, "status.artifact.path": `"p"`, "status.observedGeneration": "2", "status.url": `"u"`,
+	})
+	var b strings.Builder
+	if err := audit.Of(trace.Trace{Requests: []trace.Request{r}}).WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "status.artifact.{digest,path},status.{observedGeneration,url}"; !strings.Contains(b.String(), want) {
+		t.Fatalf("want %s in:\n%s", want, b.String())
+	}
+}
