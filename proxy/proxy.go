@@ -220,7 +220,17 @@ func (p *Proxy) SetRules(mark time.Time, rules ...Rule) error {
 	}
 	p.frozen.Clear()
 	p.rules.Store(newRuleSet(mark, rules))
+	p.trace.AddRules(traced(time.Now(), mark, false, 0, rules))
 	return nil
+}
+
+// traced is a change of rules as the trace records it.
+func traced(at, mark time.Time, added bool, first int, rules []Rule) trace.Rules {
+	tr := trace.Rules{At: at, Mark: mark, Added: added}
+	for i, r := range rules {
+		tr.Rules = append(tr.Rules, trace.Rule{Index: first + i, Client: r.Client, Action: r.Action.String(), Text: r.String(), From: r.From, To: r.To})
+	}
+	return tr
 }
 
 // AddRules appends rules to those in force, under the same mark, keeping the
@@ -243,6 +253,7 @@ func (p *Proxy) AddRules(rules ...Rule) error {
 			rs.rules = append(slices.Clone(old.rules), rs.rules...)
 		}
 		if p.rules.CompareAndSwap(old, rs) {
+			p.trace.AddRules(traced(time.Now(), rs.mark, true, n, rules))
 			return nil
 		}
 	}

@@ -211,3 +211,29 @@ func ExampleWrite() {
 	fmt.Println(strings.Contains(b.String(), `class="write conflict locked"`))
 	// Output: true
 }
+
+func TestBandsFromRecordedRules(t *testing.T) {
+	mark := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	tr := trace.Trace{
+		Rules: []trace.Rules{
+			{At: mark.Add(-time.Second), Mark: mark.Add(-time.Second)}, // no rules yet
+			{At: mark, Mark: mark, Rules: []trace.Rule{{Index: 0, Client: "watcher", Action: "hold", Text: "hold configmaps for watcher during t+0s–3s", To: 3 * time.Second}}},
+			{At: mark.Add(time.Second), Mark: mark, Added: true, Rules: []trace.Rule{{Index: 1, Client: "watcher", Action: "drop", Text: "drop configmaps for watcher from t+0s"}}},
+			{At: mark.Add(2 * time.Second), Mark: mark.Add(2 * time.Second)}, // all rules replaced by none
+		},
+		Requests: []trace.Request{{Client: "watcher", Verb: "patch", Resource: "configmaps", Namespace: "ns", Name: "cm", Start: mark.Add(500 * time.Millisecond), Latency: time.Millisecond, Code: 200}},
+	}
+	var b strings.Builder
+	if err := report.Write(&b, report.Page{Trace: tr}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"rule 0: hold configmaps for watcher", "rule 1: drop configmaps for watcher", "a slow or overloaded apiserver"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if n := strings.Count(page, `<g class="band"`); n != 2 {
+		t.Errorf("want 2 bands (each rule while it was in force), got %d", n)
+	}
+}

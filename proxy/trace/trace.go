@@ -116,22 +116,48 @@ type Event struct {
 	Rule            int       `json:"rule"` // index of the rule that decided its fate, -1 for none
 }
 
-// Entry is one line of the JSONL form: exactly one of Request and Event is set.
+// Rules records a change of the rules in force (proxy.Proxy.SetRules or
+// AddRules), so that a trace says which window each rule had.
+type Rules struct {
+	At time.Time `json:"at"` // when they were put in force
+	// Mark is the zero of their windows.
+	Mark time.Time `json:"mark"`
+	// Added is true when they were appended to the rules in force
+	// (AddRules); false when they replaced them all (SetRules).
+	Added bool   `json:"added,omitempty"`
+	Rules []Rule `json:"rules,omitempty"`
+}
+
+// Rule is one rule as recorded in Rules.
+type Rule struct {
+	Index  int    `json:"index"` // as in Event.Rule and Request.Rule
+	Client string `json:"client,omitempty"`
+	Action string `json:"action"`
+	Text   string `json:"text"` // the rule in words (proxy.Rule.String)
+	// From and To are its window after Mark; To zero: it never ends.
+	From time.Duration `json:"from"`
+	To   time.Duration `json:"to,omitempty"`
+}
+
+// Entry is one line of the JSONL form: exactly one of Request, Event and
+// Rules is set.
 type Entry struct {
 	Request *Request `json:"request,omitempty"`
 	Event   *Event   `json:"event,omitempty"`
+	Rules   *Rules   `json:"rules,omitempty"`
 }
 
 // Trace is a snapshot of a Log.
 type Trace struct {
 	Requests []Request
 	Events   []Event
+	Rules    []Rules
 }
 
 // Cursor marks a point in a Log; Since returns what was recorded after it.
 type Cursor struct {
-	gen                        uint64
-	requests, events, releases int
+	gen                               uint64
+	requests, events, releases, rules int
 }
 
 // Log records requests and events. The zero value is an empty log.
@@ -139,6 +165,7 @@ type Log struct {
 	mu       sync.Mutex
 	gen      uint64
 	requests []Request
+	rules    []Rules
 	events   chunks // events are many and updated in place: never copied to grow
 	releases []int  // indexes of events, in the order they were released
 }
@@ -187,6 +214,13 @@ func (l *Log) AddRequest(r Request) {
 	l.mu.Unlock()
 }
 
+// AddRules records a change of the rules in force.
+func (l *Log) AddRules(r Rules) {
+	l.mu.Lock()
+	l.rules = append(l.rules, r)
+	l.mu.Unlock()
+}
+
 // AddEvent records e and returns a handle for SetFate.
 func (l *Log) AddEvent(e Event) EventID {
 	l.mu.Lock()
@@ -222,7 +256,7 @@ func (l *Log) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.gen++
-	l.requests, l.events, l.releases = nil, chunks{}, nil
+	l.requests, l.events, l.releases, l.rules = nil, chunks{}, nil, nil
 }
 
 // Cursor returns the current end of the log.
@@ -233,7 +267,7 @@ func (l *Log) Cursor() Cursor {
 }
 
 func (l *Log) end() Cursor {
-	return Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n, releases: len(l.releases)}
+	return Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n, releases: len(l.releases), rules: len(l.rules)}
 }
 
 // Since returns a copy of what was recorded after c (everything, for the zero
@@ -254,6 +288,7 @@ func (l *Log) Next(c Cursor) (Trace, Cursor) {
 	return Trace{
 		Requests: slices.Clone(l.requests[min(c.requests, len(l.requests)):]),
 		Events:   l.events.since(c.events),
+		Rules:    slices.Clone(l.rules[min(c.rules, len(l.rules)):]),
 	}, l.end()
 }
 
@@ -275,22 +310,29 @@ func (l *Log) NextReleased(c Cursor) ([]Event, Cursor) {
 	return out, l.end()
 }
 
-// Entries merges requests (by Start) and events (by Arrived) in time order.
+// Entries merges requests (by Start), events (by Arrived) and rule changes
+// (by At) in time order.
 func (t Trace) Entries() []Entry {
-	out := make([]Entry, 0, len(t.Requests)+len(t.Events))
+	out := make([]Entry, 0, len(t.Requests)+len(t.Events)+len(t.Rules))
 	for i := range t.Requests {
 		out = append(out, Entry{Request: &t.Requests[i]})
 	}
 	for i := range t.Events {
 		out = append(out, Entry{Event: &t.Events[i]})
 	}
+	for i := range t.Rules {
+		out = append(out, Entry{Rules: &t.Rules[i]})
+	}
 	slices.SortStableFunc(out, func(a, b Entry) int { return a.time().Compare(b.time()) })
 	return out
 }
 
 func (e Entry) time() time.Time {
-	if e.Request != nil {
+	switch {
+	case e.Request != nil:
 		return e.Request.Start
+	case e.Rules != nil:
+		return e.Rules.At
 	}
 	return e.Event.Arrived
 }
@@ -324,6 +366,8 @@ func ReadJSONL(r io.Reader) (Trace, error) {
 			t.Requests = append(t.Requests, *e.Request)
 		case e.Event != nil:
 			t.Events = append(t.Events, *e.Event)
+		case e.Rules != nil:
+			t.Rules = append(t.Rules, *e.Rules)
 		}
 	}
 }

@@ -19,8 +19,12 @@ func TestLogSinceResetAndJSONL(t *testing.T) {
 	id := l.AddEvent(trace.Event{Client: "a", Type: "MODIFIED", Name: "x", ResourceVersion: "7", Arrived: t0.Add(2 * time.Second), Fate: trace.Pending, Rule: 0})
 	l.AddRequest(trace.Request{Client: "a", Verb: "update", Start: t0.Add(time.Second), Code: 409, SentRV: "5"})
 	l.SetFate(id, trace.Released, t0.Add(3*time.Second))
+	l.AddRules(trace.Rules{At: t0.Add(1500 * time.Millisecond), Mark: t0, Rules: []trace.Rule{{Index: 0, Client: "a", Action: "hold", Text: "hold", To: 5 * time.Second}}})
 
 	got := l.Since(c)
+	if len(got.Rules) != 1 || got.Rules[0].Rules[0].To != 5*time.Second {
+		t.Fatalf("Since(cursor) rules = %+v, want the hold", got.Rules)
+	}
 	if len(got.Requests) != 1 || got.Requests[0].Verb != "update" {
 		t.Fatalf("Since(cursor) requests = %+v, want only the update", got.Requests)
 	}
@@ -34,7 +38,7 @@ func TestLogSinceResetAndJSONL(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 3 || !strings.Contains(lines[1], `"update"`) || !strings.Contains(lines[2], `"MODIFIED"`) {
+	if len(lines) != 4 || !strings.Contains(lines[1], `"update"`) || !strings.Contains(lines[2], `"rules"`) || !strings.Contains(lines[3], `"MODIFIED"`) {
 		t.Fatalf("JSONL not in time order:\n%s", buf.String())
 	}
 	back, err := trace.ReadJSONL(&buf)
