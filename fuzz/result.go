@@ -3,6 +3,7 @@ package fuzz
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,7 +159,7 @@ func (r *Result) Timeline(max int) []string {
 		if q.ReturnedRV != "" {
 			txt += " rv=" + q.ReturnedRV
 		}
-		for _, k := range sortedKeys(q.Fields) {
+		for _, k := range slices.Sorted(maps.Keys(q.Fields)) {
 			v := q.Fields[k]
 			if len(v) > 60 {
 				v = v[:57] + "..."
@@ -226,13 +227,4 @@ func (r *Result) WriteTrace(dir, name string) (string, error) {
 		return "", err
 	}
 	return path, f.Close()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -2,7 +2,9 @@ package fuzz
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -349,7 +351,7 @@ func (s Schedule) HasFault() bool {
 
 func (s Schedule) String() string {
 	var parts []string
-	for _, k := range sortedKeys(s.Knobs) {
+	for _, k := range slices.Sorted(maps.Keys(s.Knobs)) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, s.Knobs[k]))
 	}
 	for _, st := range s.Steps {

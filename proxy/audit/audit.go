@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,7 +242,7 @@ func Of(tr trace.Trace) Report {
 		}
 		view := viewOf(tr, r)
 		flagged := false
-		for _, path := range sortedKeys(r.Write.Set) {
+		for _, path := range slices.Sorted(maps.Keys(r.Write.Set)) {
 			if skipPath(r, path, hasStatus) {
 				continue
 			}
@@ -343,7 +344,7 @@ func overlapping(x *trace.Request, path string, hasStatus map[string]bool) (stri
 	if v, ok := x.Write.Set[path]; ok && !skipPath(x, path, hasStatus) {
 		return path, v, true
 	}
-	for _, p := range sortedKeys(x.Write.Set) {
+	for _, p := range slices.Sorted(maps.Keys(x.Write.Set)) {
 		if skipPath(x, p, hasStatus) {
 			continue
 		}
@@ -389,15 +390,6 @@ func rvString(rv uint64) string {
 		return ""
 	}
 	return strconv.FormatUint(rv, 10)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // WriteTable writes r for a terminal: the rows, then each blind write over an

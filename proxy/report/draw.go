@@ -3,7 +3,9 @@ package report
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -299,7 +301,7 @@ func fieldLines(q *trace.Request, limit int) []string {
 		if w.Manager != "" {
 			out = append(out, "fieldManager: "+w.Manager)
 		}
-		keys := sortedKeys(w.Set)
+		keys := slices.Sorted(maps.Keys(w.Set))
 		for i, k := range keys {
 			if limit > 0 && i == limit {
 				out = append(out, fmt.Sprintf("… %d more set", len(keys)-limit))
@@ -311,7 +313,7 @@ func fieldLines(q *trace.Request, limit int) []string {
 			out = append(out, "(more fields set than the trace keeps)")
 		}
 	}
-	for _, k := range sortedKeys(q.Fields) {
+	for _, k := range slices.Sorted(maps.Keys(q.Fields)) {
 		out = append(out, "after: "+k+" = "+clip(q.Fields[k], maxValue))
 	}
 	return out

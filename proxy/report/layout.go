@@ -326,15 +326,6 @@ func clip(s string, n int) string {
 
 func textW(s string) float64 { return charW * float64(utf8.RuneCountInString(s)) }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // pack puts spans (sorted by x0) into rows so that spans in a row do not
 // overlap, first fit; past max rows a span goes to the row that frees
 // first. It returns each span's row and the number of rows.
