@@ -18,7 +18,10 @@
 // just enough to match rules (type, kind, namespace, name, resourceVersion,
 // the k8s.io/initial-events-end bookmark annotation), from JSON frames and
 // from protobuf frames (application/vnd.kubernetes.protobuf;stream=watch),
-// and the client receives the original bytes, never re-serialized. For every
+// and the client receives the original bytes, never re-serialized. In a
+// watch that asks for Table output (kubectl get -w), each event's object is
+// a Table of one row, and the namespace, name and resourceVersion rules and
+// the trace see are those of the row's object. For every
 // client and stream:
 //
 //   - the events a client receives are a subsequence of those the apiserver
