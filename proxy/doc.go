@@ -11,7 +11,10 @@
 // query, headers and body, writes included. Responses flush immediately. A
 // response (up to 4 MiB) is recorded in the trace before its first byte
 // reaches the client, so a client that has its answer can read it in the
-// trace.
+// trace. Its resourceVersion and Proxy.Fields are read from a decompressed
+// copy when the apiserver gzipped it (it does for responses over 128 KiB to
+// clients that accept gzip, as Go clients do: every large informer list), up
+// to 4 MiB decompressed; the client gets the original bytes.
 //
 // A watch stream is read from the apiserver eagerly, whether or not the
 // client reads, so the apiserver's watcher never stalls. Each event is parsed

@@ -25,8 +25,9 @@ import (
 )
 
 // maxCapture bounds how much of a request or response body the proxy holds to
-// read its resourceVersion. Larger bodies are forwarded whole as they stream,
-// and their resourceVersion is not recorded.
+// read its resourceVersion, and how far it decompresses a gzip-encoded copy.
+// Larger bodies are forwarded whole as they stream, and their resourceVersion
+// is not recorded.
 const maxCapture = 4 << 20
 
 type exchangeKey struct{}
@@ -196,13 +197,7 @@ func (c *Client) modifyResponse(resp *http.Response) error {
 	}
 	ex.rec.Code = resp.StatusCode
 	ex.rec.Latency = time.Since(ex.rec.Start)
-	if resp.Header.Get("Content-Encoding") == "" {
-		ct := resp.Header.Get("Content-Type")
-		ex.rec.ReturnedRV = bodyResourceVersion(body, ct)
-		if len(c.p.Fields) > 0 && resp.StatusCode/100 == 2 {
-			ex.rec.Fields = jsonFields(body, ct, c.p.Fields)
-		}
-	}
+	c.readObject(ex, resp, body)
 	if resp.StatusCode/100 == 2 {
 		c.p.clock.observe(time.Now(), ex.rec.ReturnedRV)
 	}

@@ -45,8 +45,9 @@ type Proxy struct {
 	Log logr.Logger
 
 	// Fields lists dotted JSON paths ("status.plan.id") whose values the trace
-	// records from each successful JSON object response (reads and writes), so
-	// that oracles can follow a value across writers. Zero: none.
+	// records from each successful JSON object response (reads and writes,
+	// gzip-encoded ones included), so that oracles can follow a value across
+	// writers. Zero: none.
 	Fields []string
 
 	// MaxFrame bounds the size of one watch event the proxy parses; a larger
