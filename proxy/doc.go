@@ -8,13 +8,27 @@
 // # Contract
 //
 // Everything that is not a watch passes through untouched: method, path,
-// query, headers and body, writes included. Responses flush immediately. A
-// response (up to 4 MiB) is recorded in the trace before its first byte
-// reaches the client, so a client that has its answer can read it in the
-// trace. Its resourceVersion and Proxy.Fields are read from a decompressed
-// copy when the apiserver gzipped it (it does for responses over 128 KiB to
-// clients that accept gzip, as Go clients do: every large informer list), up
-// to 4 MiB decompressed; the client gets the original bytes.
+// query, headers and body, writes included, and the apiserver's answer comes
+// back as it sent it. Responses flush immediately. Every response is recorded
+// in the trace before its first byte reaches the client, so a client that has
+// its answer can read it in the trace:
+//
+//   - a finite API object (the answer to a get, list, create, update, patch
+//     or delete of a resource, or of a subresource that is an object such as
+//     status or scale, in a media type the apiserver encodes objects in:
+//     JSON, YAML, protobuf, CBOR) of up to 4 MiB is held whole, recorded with
+//     its resourceVersion, then forwarded. Its resourceVersion and
+//     Proxy.Fields are read from a decompressed copy when the apiserver
+//     gzipped it (it does for responses over 128 KiB to clients that accept
+//     gzip, as Go clients do: every large informer list), up to 4 MiB
+//     decompressed; the client gets the original bytes. A larger one is
+//     forwarded as it arrives, and recorded without its resourceVersion when
+//     it ends;
+//   - every other response (a log, follow=true included; pod, service and
+//     node proxy traffic; exec, attach and port-forward; non-resource paths
+//     such as discovery) is recorded when its headers arrive, with the
+//     latency until then, and flows to the client as it arrives, never held
+//     back.
 //
 // A watch stream is read from the apiserver eagerly, whether or not the
 // client reads, so the apiserver's watcher never stalls. Each event is parsed

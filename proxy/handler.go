@@ -181,23 +181,27 @@ func (c *Client) modifyResponse(resp *http.Response) error {
 		}
 		return nil
 	}
-	// Hold the whole (small) response, record it, then let it go: a client
-	// never sees an answer the trace does not have yet.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCapture+1))
-	if err != nil {
-		return fmt.Errorf("proxy: unable to read response of %s %s for client %q: %w", resp.Request.Method, resp.Request.URL.Path, c.Name, err)
+	if holdsWhole(ex.info, resp) {
+		// Hold the whole (small) object, record it, then let it go: a
+		// client never sees an answer the trace does not have yet.
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxCapture+1))
+		if err != nil {
+			return fmt.Errorf("proxy: unable to read response of %s %s for client %q: %w", resp.Request.Method, resp.Request.URL.Path, c.Name, err)
+		}
+		rest := resp.Body
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), rest), rest}
+		if len(body) > maxCapture {
+			return nil // recorded without its resourceVersion when it is done
+		}
+		c.readObject(ex, resp, body)
 	}
-	rest := resp.Body
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), rest), rest}
-	if len(body) > maxCapture {
-		return nil // recorded without its resourceVersion when it is done
-	}
+	// Anything else (a log, proxied traffic, an upgrade) is recorded as its
+	// headers arrive, then flows to the client as it arrives.
 	ex.rec.Code = resp.StatusCode
 	ex.rec.Latency = time.Since(ex.rec.Start)
-	c.readObject(ex, resp, body)
 	if resp.StatusCode/100 == 2 {
 		c.p.clock.observe(time.Now(), ex.rec.ReturnedRV)
 	}

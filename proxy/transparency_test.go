@@ -1,14 +1,17 @@
 package proxy_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -170,5 +173,159 @@ var _ = Describe("a gzip-encoded response", func() {
 		reqs := p.Trace().Since(start).Requests
 		Expect(reqs).To(HaveLen(1))
 		Expect(reqs[0].ReturnedRV).To(Equal(list.ResourceVersion))
+	})
+})
+
+// podBackend is a local HTTP server standing in for a pod's container. The
+// Pod's status (written through the status subresource, as a kubelet would)
+// gives this machine's address as its IP, so that the apiserver's pod proxy,
+// /api/v1/namespaces/NS/pods/NAME:PORT/proxy/..., reaches the server. The
+// apiserver refuses to proxy to a loopback address.
+type podBackend struct {
+	ns, pod string
+	port    int
+	// release lets /stream write its second line.
+	release chan struct{}
+}
+
+// startPodBackend serves
+//   - /stream: "first\n", flushed, then "second\n" once release is closed;
+//   - /echo: a switch to the protocol the request's Upgrade header names,
+//     then every byte received is sent back.
+func startPodBackend(ns string) *podBackend {
+	GinkgoHelper()
+	ip := hostIP()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	Expect(err).NotTo(HaveOccurred())
+	b := &podBackend{ns: ns, pod: "backend", port: ln.Addr().(*net.TCPAddr).Port, release: make(chan struct{})}
+	var mu sync.Mutex
+	var hijacked []net.Conn
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/stream":
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = io.WriteString(w, "first\n")
+			_ = http.NewResponseController(w).Flush()
+			select {
+			case <-b.release:
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, "second\n")
+		case "/echo":
+			conn, brw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			hijacked = append(hijacked, conn)
+			mu.Unlock()
+			defer conn.Close()
+			_, _ = fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", r.Header.Get("Upgrade"))
+			if brw.Flush() == nil {
+				_, _ = io.Copy(conn, brw)
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	})}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	DeferCleanup(func() {
+		_ = srv.Close() // leaves hijacked connections open
+		mu.Lock()
+		for _, c := range hijacked {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		<-served
+	})
+
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: b.pod},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "stand-in"}}},
+	}
+	Expect(direct.Create(ctx, pod)).To(Succeed())
+	pod.Status.PodIP, pod.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+	Expect(direct.Status().Update(ctx, pod)).To(Succeed())
+	return b
+}
+
+// path is the apiserver's pod proxy path to p on the backend.
+func (b *podBackend) path(p string) string {
+	return fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:%d/proxy%s", b.ns, b.pod, b.port, p)
+}
+
+// hostIP is a non-loopback IPv4 address of this machine.
+func hostIP() string {
+	GinkgoHelper()
+	addrs, err := net.InterfaceAddrs()
+	Expect(err).NotTo(HaveOccurred())
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String()
+		}
+	}
+	Skip("this machine has no non-loopback IPv4 address, and the apiserver refuses to proxy to a pod on a loopback one")
+	return ""
+}
+
+// requestsOfClient returns the requests of the named client recorded in p's
+// trace after start.
+func requestsOfClient(p *proxy.Proxy, start trace.Cursor, name string) []trace.Request {
+	var out []trace.Request
+	for _, r := range p.Trace().Since(start).Requests {
+		if r.Client == name {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+var _ = Describe("a streaming response that is not a watch (a pod proxy stream, kubectl logs -f)", func() {
+	It("flows to the client as it arrives, and is recorded when its headers arrive", func() {
+		ns := newNamespace()
+		b := startPodBackend(ns)
+		const clientName = "stream"
+		c, err := px.Client(clientName)
+		Expect(err).NotTo(HaveOccurred())
+		start := px.Trace().Cursor()
+
+		ctx, cancel := context.WithCancel(context.Background())
+		DeferCleanup(cancel)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+b.path("/stream"), nil)
+		Expect(err).NotTo(HaveOccurred())
+		hc := plainHTTP()
+		lines := make(chan string, 3)
+		go func() {
+			resp, err := hc.Do(req)
+			if err != nil {
+				lines <- "error: " + err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					lines <- fmt.Sprintf("%d end: %v", resp.StatusCode, err)
+					return
+				}
+				lines <- line
+			}
+		}()
+		Eventually(lines).WithTimeout(10*time.Second).Should(Receive(Equal("first\n")), "the first line must reach the client while the pod has not written the second")
+		Expect(requestsOfClient(px, start, clientName)).To(ConsistOf(SatisfyAll(
+			HaveField("Verb", "get"), HaveField("Resource", "pods"), HaveField("Subresource", "proxy"),
+			HaveField("Name", fmt.Sprintf("%s:%d", b.pod, b.port)), HaveField("Code", http.StatusOK),
+		)), "recorded when its headers arrived, before the stream ended")
+
+		close(b.release)
+		Eventually(lines).WithTimeout(10 * time.Second).Should(Receive(Equal("second\n")))
+		Eventually(lines).WithTimeout(10 * time.Second).Should(Receive(Equal("200 end: EOF")))
 	})
 })
