@@ -30,6 +30,15 @@
 //     latency until then, and flows to the client as it arrives, never held
 //     back.
 //
+// A request that switches protocols (exec, attach and port-forward, over SPDY
+// or WebSocket; a WebSocket through a pod or service proxy) reaches the
+// apiserver over HTTP/1.1, since HTTP/2 has no Upgrade. Its answer comes back
+// as the apiserver sent it: a refusal (a Status: envtest, without a kubelet,
+// refuses every exec) like any other response, or 101 Switching Protocols,
+// recorded with Code 101 when it arrives, after which the proxy relays the
+// connection's bytes both ways, untouched and unrecorded, until either end
+// closes it or Stop does.
+//
 // A watch stream is read from the apiserver eagerly, whether or not the
 // client reads, so the apiserver's watcher never stalls. Each event is parsed
 // just enough to match rules (type, kind, namespace, name, resourceVersion,
@@ -120,8 +129,9 @@
 //
 // # Lifecycle
 //
-// Stop closes every listener and stream and returns only when every goroutine
-// the proxy started has ended.
+// Stop closes every listener, stream and connection, upgraded ones included,
+// and returns only when every goroutine the proxy started has ended; it waits
+// for no client.
 //
 // Package proxy reads no environment variables.
 package proxy

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -16,11 +17,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
@@ -328,4 +332,193 @@ var _ = Describe("a streaming response that is not a watch (a pod proxy stream, 
 		Eventually(lines).WithTimeout(10 * time.Second).Should(Receive(Equal("second\n")))
 		Eventually(lines).WithTimeout(10 * time.Second).Should(Receive(Equal("200 end: EOF")))
 	})
+})
+
+// upgradeRequest is a request to switch protocols, as kubectl sends it.
+type upgradeRequest struct {
+	method, subresource, query string
+	header                     map[string]string
+}
+
+func (u upgradeRequest) new(ctx context.Context, base, path string) *http.Request {
+	GinkgoHelper()
+	req, err := http.NewRequestWithContext(ctx, u.method, strings.TrimSuffix(base, "/")+path+"?"+u.query, nil)
+	Expect(err).NotTo(HaveOccurred())
+	for k, v := range u.header {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+// The headers of kubectl v1.37's exec, attach and port-forward: WebSocket
+// first, SPDY as its fallback (and older clients' only protocol).
+var (
+	spdy = func(protocol string) map[string]string {
+		return map[string]string{"Connection": "Upgrade", "Upgrade": "SPDY/3.1", "X-Stream-Protocol-Version": protocol}
+	}
+	websocket = func(protocol string) map[string]string {
+		return map[string]string{
+			"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+			"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol": protocol,
+		}
+	}
+)
+
+// directHTTP1 returns a transport of the spec's own straight to the
+// apiserver, HTTP/1.1 only, as client-go's SPDY and WebSocket dialers use.
+func directHTTP1() http.RoundTripper {
+	GinkgoHelper()
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.NextProtos = []string{"http/1.1"}
+	cfg.Dial = (&net.Dialer{}).DialContext // a transport of its own, not client-go's shared one
+	rt, err := rest.TransportFor(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { utilnet.CloseIdleConnectionsFor(rt) })
+	return rt
+}
+
+// answer is a response as a client sees it.
+func answer(resp *http.Response, err error) string {
+	GinkgoHelper()
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	return fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+}
+
+var _ = Describe("an exec, attach or port-forward the apiserver refuses", func() {
+	DescribeTable("gets the apiserver's own answer through the proxy, as it does directly, and is traced with it",
+		func(u upgradeRequest, verb string) {
+			ctx := context.Background()
+			ns := newNamespace()
+			// envtest has no kubelet: the apiserver refuses a pod without a
+			// node (400) and one on a node it does not know (404) itself.
+			for _, spec := range []corev1.PodSpec{{}, {NodeName: "nowhere"}} {
+				spec.Containers = []corev1.Container{{Name: "c", Image: "stand-in"}}
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "on-" + cmp.Or(spec.NodeName, "no-node")}, Spec: spec}
+				Expect(direct.Create(ctx, pod)).To(Succeed())
+			}
+			clientName := "upgrade-" + u.subresource + "-" + strings.ToLower(u.header["Upgrade"])
+			c, err := px.Client(clientName)
+			Expect(err).NotTo(HaveOccurred())
+			viaProxy, straight := &http.Transport{}, directHTTP1()
+			DeferCleanup(viaProxy.CloseIdleConnections)
+			start := px.Trace().Cursor()
+
+			var codes []int
+			for _, pod := range []string{"on-no-node", "on-nowhere"} {
+				path := fmt.Sprintf("/api/v1/namespaces/%s/pods/%s/%s", ns, pod, u.subresource)
+				want := answer(straight.RoundTrip(u.new(ctx, cp.Config.Host, path)))
+				Expect(want).To(MatchRegexp(`^4\d\d application/json \{"kind":"Status"`), "%s directly: the apiserver's own refusal", pod)
+				got := answer(viaProxy.RoundTrip(u.new(ctx, c.URL, path)))
+				Expect(got).To(Equal(want), "%s %s %s through the proxy: status, media type and body as directly", u.method, pod, u.subresource)
+				var code int
+				_, _ = fmt.Sscan(want, &code)
+				codes = append(codes, code)
+			}
+
+			var traced []string
+			for _, r := range requestsOfClient(px, start, clientName) {
+				traced = append(traced, fmt.Sprintf("%s %s/%s %s %d", r.Verb, r.Resource, r.Subresource, r.Name, r.Code))
+			}
+			Expect(traced).To(Equal([]string{
+				fmt.Sprintf("%s pods/%s on-no-node %d", verb, u.subresource, codes[0]),
+				fmt.Sprintf("%s pods/%s on-nowhere %d", verb, u.subresource, codes[1]),
+			}))
+		},
+		Entry("exec over SPDY", upgradeRequest{"POST", "exec", "command=date&container=c&stdout=true&stderr=true", spdy("v4.channel.k8s.io")}, "create"),
+		Entry("exec over WebSocket", upgradeRequest{"GET", "exec", "command=date&container=c&stdout=true&stderr=true", websocket("v5.channel.k8s.io")}, "get"),
+		Entry("attach over SPDY", upgradeRequest{"POST", "attach", "container=c&stdout=true", spdy("v4.channel.k8s.io")}, "create"),
+		Entry("port-forward over SPDY", upgradeRequest{"POST", "portforward", "ports=80", spdy("portforward.k8s.io")}, "create"),
+		Entry("port-forward over WebSocket", upgradeRequest{"GET", "portforward", "ports=80", websocket("SPDY/3.1+portforward.k8s.io")}, "get"),
+	)
+})
+
+// openUpgraded switches a connection to the backend's echo protocol through
+// the pod proxy, via the given proxy client, and checks that it relays both
+// ways.
+func openUpgraded(c *proxy.Client, b *podBackend, upgrade string) io.ReadWriteCloser {
+	GinkgoHelper()
+	t := &http.Transport{}
+	DeferCleanup(t.CloseIdleConnections)
+	req, err := http.NewRequest(http.MethodGet, c.URL+b.path("/echo"), nil)
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", upgrade)
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := t.RoundTrip(req)
+		done <- result{resp, err}
+	}()
+	var res result
+	Eventually(done).WithTimeout(10*time.Second).Should(Receive(&res), "the answer to an upgrade the apiserver accepts must reach the client")
+	Expect(res.err).NotTo(HaveOccurred())
+	Expect(res.resp.StatusCode).To(Equal(http.StatusSwitchingProtocols))
+	Expect(res.resp.Header.Get("Upgrade")).To(Equal(upgrade))
+	conn, ok := res.resp.Body.(io.ReadWriteCloser)
+	Expect(ok).To(BeTrue(), "the body of a 101 is the connection")
+	DeferCleanup(func() { _ = conn.Close() }) // a spec may have closed it
+
+	echoed := make(chan string, 1)
+	go func() {
+		buf := make([]byte, len("ping\n"))
+		_, err := io.ReadFull(conn, buf)
+		echoed <- fmt.Sprintf("%q %v", buf, err)
+	}()
+	_, err = io.WriteString(conn, "ping\n")
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(echoed).WithTimeout(10*time.Second).Should(Receive(Equal(`"ping\n" <nil>`)), "the upgraded connection relays both ways")
+	return conn
+}
+
+var _ = Describe("an upgrade the apiserver accepts", func() {
+	DescribeTable("reaches the client as 101 Switching Protocols, relays both ways, and is traced with its 101",
+		func(upgrade string) {
+			ns := newNamespace()
+			b := startPodBackend(ns)
+			clientName := "upgraded-" + strings.ToLower(upgrade)
+			c, err := px.Client(clientName)
+			Expect(err).NotTo(HaveOccurred())
+			start := px.Trace().Cursor()
+			openUpgraded(c, b, upgrade)
+			Expect(requestsOfClient(px, start, clientName)).To(ConsistOf(SatisfyAll(
+				HaveField("Verb", "get"), HaveField("Resource", "pods"), HaveField("Subresource", "proxy"),
+				HaveField("Code", http.StatusSwitchingProtocols),
+			)))
+		},
+		Entry("WebSocket through a pod proxy", "websocket"),
+		// Go's HTTP/2 transport refuses any Upgrade but websocket.
+		Entry("SPDY/3.1 through a pod proxy", "SPDY/3.1"),
+	)
+
+	DescribeTable("is closed by Stop, which returns promptly and leaves no goroutine behind",
+		func(upgrade string) {
+			ns := newNamespace()
+			b := startPodBackend(ns)
+			before := goleak.IgnoreCurrent()
+			p, _ := privateProxy("upgraded-stop")
+			c, err := p.Client("upgraded-stop")
+			Expect(err).NotTo(HaveOccurred())
+			conn := openUpgraded(c, b, upgrade)
+			closed := make(chan error, 1)
+			go func() {
+				_, err := conn.Read(make([]byte, 1))
+				closed <- err
+			}()
+
+			stopped := make(chan error, 1)
+			go func() { stopped <- p.Stop() }()
+			Eventually(stopped).WithTimeout(10*time.Second).Should(Receive(BeNil()), "Stop must not wait for an upgraded connection to end")
+			Eventually(closed).WithTimeout(5*time.Second).Should(Receive(HaveOccurred()), "Stop closes the upgraded connection")
+			Expect(conn.Close()).To(Succeed())
+			Eventually(func() error { return goleak.Find(before) }).WithTimeout(10 * time.Second).Should(Succeed())
+		},
+		Entry("WebSocket", "websocket"),
+		Entry("SPDY/3.1", "SPDY/3.1"),
+	)
 })
