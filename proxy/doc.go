@@ -124,8 +124,10 @@
 // # Trace
 //
 // Every request (client, verb, object, status code, latency, resourceVersion
-// sent and returned) and every watch event (arrival, release or drop) is
-// recorded in Proxy.Trace; see package trace. No credentials are recorded.
+// sent and returned, whether it asked for a dry run: dryRun=All in the query,
+// or in a delete's DeleteOptions body) and every watch event (arrival,
+// release or drop) is recorded in Proxy.Trace; see package trace. No
+// credentials are recorded.
 //
 // # Lifecycle
 //

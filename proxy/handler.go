@@ -75,6 +75,7 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ex.rule = -1
+	ex.rec.DryRun = isDryRun(r, info.Verb)
 	if p.isFrozen(c.Name) {
 		// A Freeze or Cut fired for this client: nothing more of it reaches
 		// the apiserver, and it gets no answer until it goes away.

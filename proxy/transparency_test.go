@@ -21,10 +21,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
@@ -520,5 +522,54 @@ var _ = Describe("an upgrade the apiserver accepts", func() {
 		},
 		Entry("WebSocket", "websocket"),
 		Entry("SPDY/3.1", "SPDY/3.1"),
+	)
+})
+
+var _ = Describe("a dry-run write", func() {
+	DescribeTable("is traced as a dry run, and an ordinary write is not",
+		func(contentType string) {
+			ctx := context.Background()
+			ns := newNamespace()
+			clientName := "dry-run-" + contentType
+			c, err := px.Client(clientName)
+			Expect(err).NotTo(HaveOccurred())
+			cfg := c.Config()
+			cfg.ContentType = contentType // of request bodies: the DeleteOptions of a delete carry its dryRun
+			cms := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns)
+			start := px.Trace().Cursor()
+			dry := []string{metav1.DryRunAll}
+			cm := configMaps.newObject(ns, "a", "0").(*corev1.ConfigMap)
+			patch := []byte(`{"data":{"value":"1"}}`)
+
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{DryRun: dry})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(direct.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})).To(MatchError(ContainSubstring("not found")), "a dry run persists nothing")
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			_, err = cms.Patch(ctx, "a", types.MergePatchType, patch, metav1.PatchOptions{DryRun: dry})
+			Expect(err).NotTo(HaveOccurred())
+			_, err = cms.Patch(ctx, "a", types.MergePatchType, patch, metav1.PatchOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cms.Delete(ctx, "a", metav1.DeleteOptions{DryRun: dry})).To(Succeed())
+			Expect(cms.DeleteCollection(ctx, metav1.DeleteOptions{DryRun: dry}, metav1.ListOptions{})).To(Succeed())
+			Expect(direct.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})).To(Succeed(), "dry-run deletes delete nothing")
+			Expect(cms.Delete(ctx, "a", metav1.DeleteOptions{})).To(Succeed())
+
+			var traced []string
+			for _, r := range requestsOfClient(px, start, clientName) {
+				traced = append(traced, fmt.Sprintf("%s %d dryRun=%t", r.Verb, r.Code, r.DryRun))
+			}
+			Expect(traced).To(Equal([]string{
+				"create 201 dryRun=true",
+				"create 201 dryRun=false",
+				"patch 200 dryRun=true",
+				"patch 200 dryRun=false",
+				"delete 200 dryRun=true",
+				"deletecollection 200 dryRun=true",
+				"delete 200 dryRun=false",
+			}))
+		},
+		Entry("JSON", "application/json"),
+		Entry("protobuf", protobuf),
 	)
 })
