@@ -89,7 +89,8 @@
 // request with the 422 a kube-apiserver without the WatchList feature sends,
 // which makes client-go fall back to LIST. R is the rule's ResourceVersion,
 // or the newest resourceVersion the proxy had seen, in any response or watch
-// event, at the moment the rule names. Freeze and Cut act on writes; each fires at most once per rule and
+// event, at the moment the rule names. Freeze and Cut act on writes (never on
+// dry runs, which change nothing); each fires at most once per rule and
 // client, and a frozen client's requests are held unanswered, never
 // forwarded, until it goes away or Proxy.Thaw. Each such request is recorded
 // with a Fault that says what was done.

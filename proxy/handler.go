@@ -237,6 +237,7 @@ func requestOf(client string, info *request.RequestInfo, r *http.Request) call {
 		watchList: q.Get("sendInitialEvents") == "true",
 		resumes:   rv != "" && rv != "0",
 		continues: q.Get("continue") != "",
+		dryRun:    isDryRun(r, info.Verb),
 	}
 }
 

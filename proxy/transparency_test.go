@@ -573,3 +573,36 @@ var _ = Describe("a dry-run write", func() {
 		Entry("protobuf", protobuf),
 	)
 })
+
+var _ = Describe("a Cut rule", func() {
+	It("passes a dry-run write, which changes nothing, and cuts the first real one", func() {
+		ctx := context.Background()
+		ns := newNamespace()
+		Expect(direct.Create(ctx, configMaps.newObject(ns, "a", "0"))).To(Succeed())
+		const clientName = "dry-run-cut"
+		c, err := px.Client(clientName)
+		Expect(err).NotTo(HaveOccurred())
+		cms := kubernetes.NewForConfigOrDie(c.Config()).CoreV1().ConfigMaps(ns)
+		Expect(px.SetRules(time.Now(), proxy.Rule{Client: clientName, Resource: "configmaps", Action: proxy.Cut})).To(Succeed())
+		DeferCleanup(func() {
+			clearRules()
+			px.Thaw(clientName)
+		})
+		start := px.Trace().Cursor()
+		patch := func(v string, opts metav1.PatchOptions) error {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := cms.Patch(pctx, "a", types.MergePatchType, []byte(`{"data":{"value":"`+v+`"}}`), opts)
+			return err
+		}
+		Expect(patch("dry", metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})).To(Succeed(), "a dry run is answered")
+		Expect(patch("real", metav1.PatchOptions{})).To(MatchError(ContainSubstring("context deadline exceeded")), "the first real write is cut")
+		Expect(serverValues(ns, configMaps)).To(HaveKeyWithValue("a", "real"), "and applied")
+
+		var traced []string
+		for _, r := range requestsOfClient(px, start, clientName) {
+			traced = append(traced, fmt.Sprintf("%s dryRun=%t cut=%t", r.Verb, r.DryRun, strings.HasPrefix(r.Fault, "cut:")))
+		}
+		Expect(traced).To(Equal([]string{"patch dryRun=true cut=false", "patch dryRun=false cut=true"}))
+	})
+})
