@@ -7,11 +7,12 @@
 //
 // # Contract
 //
-// Everything that is not a watch passes through untouched: method, path,
-// query, headers and body, writes included, and the apiserver's answer comes
-// back as it sent it. Responses flush immediately. Every response is recorded
-// in the trace before its first byte reaches the client, so a client that has
-// its answer can read it in the trace:
+// Everything that is not a watch passes through untouched (unless a rule
+// below says otherwise): method, path, query, headers and body, writes
+// included, and the apiserver's answer comes back as it sent it. Responses
+// flush immediately. A response is recorded in the trace before its first
+// byte reaches the client (all but an API object over 4 MiB), so a client
+// that has its answer can read it in the trace:
 //
 //   - a finite API object (the answer to a get, list, create, update, patch
 //     or delete of a resource, or of a subresource that is an object such as
@@ -45,10 +46,10 @@
 // the k8s.io/initial-events-end bookmark annotation), from JSON frames and
 // from protobuf frames (application/vnd.kubernetes.protobuf;stream=watch),
 // and the client receives the original bytes, never re-serialized. In a
-// watch that asks for Table output (kubectl get -w), each event's object is
-// a Table of one row, and the namespace, name and resourceVersion rules and
-// the trace see are those of the row's object. For every
-// client and stream:
+// watch that asks for Table output (kubectl get -w), each event's object is a
+// Table of one row, and the namespace, name and resourceVersion that rules
+// and the trace see are those of the row's object. For every client and
+// stream:
 //
 //   - the events a client receives are a subsequence of those the apiserver
 //     sent, in the same order: nothing overtakes a held event, not later
