@@ -42,11 +42,11 @@ const kubectlTable = "application/json;as=Table;v=v1;g=meta.k8s.io,application/j
 
 // plainHTTP returns an HTTP/1.1 client of the spec's own that sends exactly
 // the headers it is given (no Accept-Encoding of its own, no transparent
-// decompression).
+// decompression), and gives each exchange, body included, 30 seconds.
 func plainHTTP() *http.Client {
 	t := &http.Transport{DisableCompression: true}
 	DeferCleanup(t.CloseIdleConnections)
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, Timeout: 30 * time.Second}
 }
 
 var _ = Describe("a watch that asks for Table output (kubectl get -w)", func() {
@@ -392,7 +392,8 @@ func answer(resp *http.Response, err error) string {
 var _ = Describe("an exec, attach or port-forward the apiserver refuses", func() {
 	DescribeTable("gets the apiserver's own answer through the proxy, as it does directly, and is traced with it",
 		func(u upgradeRequest, verb string) {
-			ctx := context.Background()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // every exchange's budget
+			DeferCleanup(cancel)
 			ns := newNamespace()
 			// envtest has no kubelet: the apiserver refuses a pod without a
 			// node (400) and one on a node it does not know (404) itself.
@@ -442,9 +443,11 @@ var _ = Describe("an exec, attach or port-forward the apiserver refuses", func()
 // ways.
 func openUpgraded(c *proxy.Client, b *podBackend, upgrade string) io.ReadWriteCloser {
 	GinkgoHelper()
+	ctx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel) // after the connection is closed
 	t := &http.Transport{}
 	DeferCleanup(t.CloseIdleConnections)
-	req, err := http.NewRequest(http.MethodGet, c.URL+b.path("/echo"), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+b.path("/echo"), nil)
 	Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", upgrade)
