@@ -507,6 +507,7 @@ var _ = Describe("an upgrade the apiserver accepts", func() {
 			b := startPodBackend(ns)
 			before := goleak.IgnoreCurrent()
 			p, _ := privateProxy("upgraded-stop")
+			DeferCleanup(p.Stop) // idempotent: for a spec that fails before it stops the proxy
 			c, err := p.Client("upgraded-stop")
 			Expect(err).NotTo(HaveOccurred())
 			conn := openUpgraded(c, b, upgrade)
