@@ -7,19 +7,49 @@
 //
 // # Contract
 //
-// Everything that is not a watch passes through untouched: method, path,
-// query, headers and body, writes included. Responses flush immediately. A
-// response (up to 4 MiB) is recorded in the trace before its first byte
-// reaches the client, so a client that has its answer can read it in the
-// trace.
+// Everything that is not a watch passes through untouched (unless a rule
+// below says otherwise): method, path, query, headers and body, writes
+// included, and the apiserver's answer comes back as it sent it. Responses
+// flush immediately. A response is recorded in the trace before its first
+// byte reaches the client (all but an API object over 4 MiB), so a client
+// that has its answer can read it in the trace:
+//
+//   - a finite API object (the answer to a get, list, create, update, patch
+//     or delete of a resource, or of a subresource that is an object such as
+//     status or scale, in a media type the apiserver encodes objects in:
+//     JSON, YAML, protobuf, CBOR) of up to 4 MiB is held whole, recorded with
+//     its resourceVersion, then forwarded. Its resourceVersion and
+//     Proxy.Fields are read from a decompressed copy when the apiserver
+//     gzipped it (it does for responses over 128 KiB to clients that accept
+//     gzip, as Go clients do: every large informer list), up to 4 MiB
+//     decompressed; the client gets the original bytes. A larger one is
+//     forwarded as it arrives, and recorded without its resourceVersion when
+//     it ends;
+//   - every other response (a log, follow=true included; pod, service and
+//     node proxy traffic; exec, attach and port-forward; non-resource paths
+//     such as discovery) is recorded when its headers arrive, with the
+//     latency until then, and flows to the client as it arrives, never held
+//     back.
+//
+// A request that switches protocols (exec, attach and port-forward, over SPDY
+// or WebSocket; a WebSocket through a pod or service proxy) reaches the
+// apiserver over HTTP/1.1, since HTTP/2 has no Upgrade. Its answer comes back
+// as the apiserver sent it: a refusal (a Status: envtest, without a kubelet,
+// refuses every exec) like any other response, or 101 Switching Protocols,
+// recorded with Code 101 when it arrives, after which the proxy relays the
+// connection's bytes both ways, untouched and unrecorded, until either end
+// closes it or Stop does.
 //
 // A watch stream is read from the apiserver eagerly, whether or not the
 // client reads, so the apiserver's watcher never stalls. Each event is parsed
 // just enough to match rules (type, kind, namespace, name, resourceVersion,
 // the k8s.io/initial-events-end bookmark annotation), from JSON frames and
 // from protobuf frames (application/vnd.kubernetes.protobuf;stream=watch),
-// and the client receives the original bytes, never re-serialized. For every
-// client and stream:
+// and the client receives the original bytes, never re-serialized. In a
+// watch that asks for Table output (kubectl get -w), each event's object is a
+// Table of one row, and the namespace, name and resourceVersion that rules
+// and the trace see are those of the row's object. For every client and
+// stream:
 //
 //   - the events a client receives are a subsequence of those the apiserver
 //     sent, in the same order: nothing overtakes a held event, not later
@@ -60,7 +90,8 @@
 // request with the 422 a kube-apiserver without the WatchList feature sends,
 // which makes client-go fall back to LIST. R is the rule's ResourceVersion,
 // or the newest resourceVersion the proxy had seen, in any response or watch
-// event, at the moment the rule names. Freeze and Cut act on writes; each fires at most once per rule and
+// event, at the moment the rule names. Freeze and Cut act on writes (never on
+// dry runs, which change nothing); each fires at most once per rule and
 // client, and a frozen client's requests are held unanswered, never
 // forwarded, until it goes away or Proxy.Thaw. Each such request is recorded
 // with a Fault that says what was done.
@@ -95,13 +126,16 @@
 // # Trace
 //
 // Every request (client, verb, object, status code, latency, resourceVersion
-// sent and returned) and every watch event (arrival, release or drop) is
-// recorded in Proxy.Trace; see package trace. No credentials are recorded.
+// sent and returned, whether it asked for a dry run: dryRun=All in the query,
+// or in a delete's DeleteOptions body) and every watch event (arrival,
+// release or drop) is recorded in Proxy.Trace; see package trace. No
+// credentials are recorded.
 //
 // # Lifecycle
 //
-// Stop closes every listener and stream and returns only when every goroutine
-// the proxy started has ended.
+// Stop closes every listener, stream and connection, upgraded ones included,
+// and returns only when every goroutine the proxy started has ended; it waits
+// for no client.
 //
 // Package proxy reads no environment variables.
 package proxy

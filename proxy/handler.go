@@ -25,8 +25,9 @@ import (
 )
 
 // maxCapture bounds how much of a request or response body the proxy holds to
-// read its resourceVersion. Larger bodies are forwarded whole as they stream,
-// and their resourceVersion is not recorded.
+// read its resourceVersion, and how far it decompresses a gzip-encoded copy.
+// Larger bodies are forwarded whole as they stream, and their resourceVersion
+// is not recorded.
 const maxCapture = 4 << 20
 
 type exchangeKey struct{}
@@ -80,6 +81,7 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Del(CallerHeader)
 
 	ex.rule = -1
+	ex.rec.DryRun = isDryRun(r, info.Verb)
 	if p.isFrozen(c.Name) {
 		// A Freeze or Cut fired for this client: nothing more of it reaches
 		// the apiserver, and it gets no answer until it goes away.
@@ -186,29 +188,27 @@ func (c *Client) modifyResponse(resp *http.Response) error {
 		}
 		return nil
 	}
-	// Hold the whole (small) response, record it, then let it go: a client
-	// never sees an answer the trace does not have yet.
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCapture+1))
-	if err != nil {
-		return fmt.Errorf("proxy: unable to read response of %s %s for client %q: %w", resp.Request.Method, resp.Request.URL.Path, c.Name, err)
+	if holdsWhole(ex.info, resp) {
+		// Hold the whole (small) object, record it, then let it go: a
+		// client never sees an answer the trace does not have yet.
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxCapture+1))
+		if err != nil {
+			return fmt.Errorf("proxy: unable to read response of %s %s for client %q: %w", resp.Request.Method, resp.Request.URL.Path, c.Name, err)
+		}
+		rest := resp.Body
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), rest), rest}
+		if len(body) > maxCapture {
+			return nil // recorded without its resourceVersion when it is done
+		}
+		c.readObject(ex, resp, body)
 	}
-	rest := resp.Body
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), rest), rest}
-	if len(body) > maxCapture {
-		return nil // recorded without its resourceVersion when it is done
-	}
+	// Anything else (a log, proxied traffic, an upgrade) is recorded as its
+	// headers arrive, then flows to the client as it arrives.
 	ex.rec.Code = resp.StatusCode
 	ex.rec.Latency = time.Since(ex.rec.Start)
-	if resp.Header.Get("Content-Encoding") == "" {
-		ct := resp.Header.Get("Content-Type")
-		ex.rec.ReturnedRV = bodyResourceVersion(body, ct)
-		if len(c.p.Fields) > 0 && resp.StatusCode/100 == 2 {
-			ex.rec.Fields = jsonFields(body, ct, c.p.Fields)
-		}
-	}
 	if resp.StatusCode/100 == 2 {
 		c.p.clock.observe(time.Now(), ex.rec.ReturnedRV)
 	}
@@ -243,6 +243,7 @@ func requestOf(client string, info *request.RequestInfo, r *http.Request) call {
 		watchList: q.Get("sendInitialEvents") == "true",
 		resumes:   rv != "" && rv != "0",
 		continues: q.Get("continue") != "",
+		dryRun:    isDryRun(r, info.Verb),
 	}
 }
 

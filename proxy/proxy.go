@@ -45,8 +45,9 @@ type Proxy struct {
 	Log logr.Logger
 
 	// Fields lists dotted JSON paths ("status.plan.id") whose values the trace
-	// records from each successful JSON object response (reads and writes), so
-	// that oracles can follow a value across writers. Zero: none.
+	// records from each successful JSON object response (reads and writes,
+	// gzip-encoded ones included), so that oracles can follow a value across
+	// writers. Zero: none.
 	Fields []string
 
 	// MaxFrame bounds the size of one watch event the proxy parses; a larger
@@ -55,7 +56,8 @@ type Proxy struct {
 	MaxFrame int
 
 	upstream  *url.URL
-	transport http.RoundTripper
+	transport http.RoundTripper // HTTP/2 when the apiserver offers it
+	upgrades  http.RoundTripper // HTTP/1.1 only, for requests that switch protocols
 	infos     *request.RequestInfoFactory
 	rules     atomic.Pointer[ruleSet]
 	frozen    sync.Map // client name → true: a Freeze or Cut fired for it
@@ -67,12 +69,13 @@ type Proxy struct {
 	stopNow  context.CancelFunc
 	handlers sync.WaitGroup
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	clients map[string]*Client
-	streams map[*stream]struct{}
-	conns   map[*trackedConn]struct{}
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	clients  map[string]*Client
+	streams  map[*stream]struct{}
+	conns    map[*trackedConn]struct{}
+	hijacked map[*hijackedConn]struct{}
 }
 
 // Client is one named client's own front door to the proxy: a listener on
@@ -111,7 +114,15 @@ func (p *Proxy) Start() (retErr error) {
 	if err != nil {
 		return fmt.Errorf("proxy: unable to build transport for %s: %w", p.Upstream.Host, err)
 	}
-	p.upstream, p.transport = u, rt
+	// HTTP/2 cannot switch protocols: exec, attach, port-forward and
+	// WebSockets go over a transport that offers only HTTP/1.1 (as
+	// client-go's own SPDY and WebSocket dialers do).
+	cfg.NextProtos = []string{"http/1.1"}
+	upgrades, err := rest.TransportFor(cfg)
+	if err != nil {
+		return fmt.Errorf("proxy: unable to build HTTP/1.1 transport for %s: %w", p.Upstream.Host, err)
+	}
+	p.upstream, p.transport, p.upgrades = u, rt, upgrades
 	p.infos = &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),
 		GrouplessAPIPrefixes: sets.NewString("api"),
@@ -123,6 +134,7 @@ func (p *Proxy) Start() (retErr error) {
 	p.clients = map[string]*Client{}
 	p.streams = map[*stream]struct{}{}
 	p.conns = map[*trackedConn]struct{}{}
+	p.hijacked = map[*hijackedConn]struct{}{}
 	p.started = true
 	return nil
 }
@@ -156,12 +168,17 @@ func (p *Proxy) Client(name string) (*Client, error) {
 			}
 		},
 		ErrorLog:       log.New(logWriter{p.Log.V(1)}, "", 0),
-		Transport:      p.transport,
+		Transport:      upgradeRouter{main: p.transport, upgrades: p.upgrades},
 		FlushInterval:  -1,
 		ModifyResponse: c.modifyResponse,
 		ErrorHandler:   c.errorHandler,
 	}
-	c.server = &http.Server{Handler: c, ReadHeaderTimeout: 30 * time.Second}
+	c.server = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c.ServeHTTP(hijackTracker{ResponseWriter: w, p: p}, r)
+		}),
+		ReadHeaderTimeout: 30 * time.Second,
+	}
 	p.clients[name] = c
 	go func() {
 		defer close(c.served)
@@ -293,8 +310,8 @@ func (p *Proxy) Pending() int {
 	return n
 }
 
-// Stop closes every listener and stream and waits for every goroutine the
-// proxy started. It is idempotent.
+// Stop closes every listener, stream and connection, upgraded ones included,
+// and waits for every goroutine the proxy started. It is idempotent.
 func (p *Proxy) Stop() error {
 	p.mu.Lock()
 	if !p.started || p.stopped {
@@ -309,6 +326,9 @@ func (p *Proxy) Stop() error {
 	p.mu.Unlock()
 
 	p.stopNow() // cancels every upstream request, so every stream ends
+	// http.Server.Close leaves hijacked connections alone: each upgraded
+	// connection is closed here, so its relay ends.
+	p.closeHijacked()
 	var errs []error
 	for _, c := range clients {
 		if err := c.server.Close(); err != nil {
@@ -318,6 +338,7 @@ func (p *Proxy) Stop() error {
 	}
 	p.handlers.Wait()
 	utilnet.CloseIdleConnectionsFor(p.transport)
+	utilnet.CloseIdleConnectionsFor(p.upgrades)
 	// An HTTP/2 connection may still be winding down its cancelled streams,
 	// so it is not idle yet: close it.
 	p.mu.Lock()

@@ -69,7 +69,8 @@ const (
 	// forwarded) until the client goes away. No real cluster does this: it is
 	// how a harness stops a controller exactly between two writes, before
 	// killing it (an OOM kill, an eviction, a rollout). Requests already in
-	// flight when it fires are answered.
+	// flight when it fires are answered. Neither Freeze nor Cut matches a
+	// dry-run write (dryRun=All), which changes nothing.
 	Freeze
 	// Cut forwards the matching write, records the apiserver's answer, and
 	// withholds it from the client, then freezes the client as Freeze does:
@@ -127,7 +128,9 @@ type Rule struct {
 	// Empty: every type. Only for actions on events.
 	Types []string
 	// Verbs lists the write verbs (create, update, patch, delete,
-	// deletecollection) Freeze and Cut match. Empty: every write.
+	// deletecollection) Freeze and Cut match. Empty: every write. A dry-run
+	// write (dryRun=All) is never matched, nor counted by After: the
+	// apiserver persists nothing of it.
 	Verbs []string
 	// Subresource is the write's subresource ("status") for Freeze and Cut;
 	// "-" matches writes to the main resource only. Empty: any.
@@ -309,6 +312,7 @@ type call struct {
 	watchList bool // a watch with sendInitialEvents=true
 	resumes   bool // a watch from a resourceVersion (not "" or "0")
 	continues bool // a list page after the first
+	dryRun    bool // a write with dryRun=All: nothing is persisted
 }
 
 // decideRequest returns the verdict of the first request rule matching q
@@ -344,7 +348,7 @@ func (rs *ruleSet) decideRequest(q call, t time.Time) verdict {
 				continue
 			}
 		case Freeze, Cut:
-			if !isWrite(q.verb) || (len(r.Verbs) > 0 && !slices.Contains(r.Verbs, q.verb)) ||
+			if !isWrite(q.verb) || q.dryRun || (len(r.Verbs) > 0 && !slices.Contains(r.Verbs, q.verb)) ||
 				(r.Subresource == "-" && q.subresource != "") ||
 				(r.Subresource != "" && r.Subresource != "-" && r.Subresource != q.subresource) {
 				continue

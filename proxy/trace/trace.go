@@ -20,9 +20,16 @@ type Request struct {
 	Name        string    `json:"name,omitempty"`
 	Path        string    `json:"path,omitempty"` // set for non-resource requests only
 	Start       time.Time `json:"start"`
-	// Latency is until the whole response arrived from the apiserver (the
-	// proxy records a response before forwarding it); for a watch, until its
-	// response headers arrived (the stream itself is recorded as Events).
+	// DryRun says the request asked for a dry run (dryRun=All in the query,
+	// or, for a delete, in its DeleteOptions body): a write the apiserver
+	// validates, admits and answers as usual but never persists. Audits and
+	// oracles must not count it as a write.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Latency is until the whole response arrived from the apiserver for an
+	// API object (the proxy holds it whole and records it before forwarding
+	// it); for a watch (the stream itself is recorded as Events), an upgrade
+	// and any other streamed response (a log, proxied pod traffic), until its
+	// response headers arrived.
 	Latency time.Duration `json:"latency"`
 	Code    int           `json:"code"`
 	// SentRV is the resourceVersion the request carried: the resourceVersion

@@ -49,7 +49,19 @@
 // the untouched stream.
 //
 // Meta.ResourceVersion of a Status is its ListMeta resourceVersion; Name and
-// Namespace are empty for it. Meta.Type is reported as sent: a JSON frame
+// Namespace are empty for it.
+//
+// A watch that asks for Table output (Accept
+// application/json;as=Table;v=v1;g=meta.k8s.io, as kubectl get -w does) sends
+// each event's object as a meta.k8s.io Table of one row. Meta.Kind and
+// APIVersion are the Table's, and Namespace, Name, ResourceVersion and
+// InitialEventsEnd are read from the metadata of the first row's object (a
+// PartialObjectMetadata, or the whole object with includeObject=Object);
+// without one (includeObject=None, no rows) Namespace and Name are empty and
+// ResourceVersion is the Table's. A meta.k8s.io Table whose rows are not an
+// array of objects is malformed; a "rows" field of any other kind is skipped.
+// kube-apiserver serves Table only as JSON (it answers 406 to a protobuf
+// Table), so protobuf frames are not read this way. Meta.Type is reported as sent: a JSON frame
 // without a "type" is still a frame, with Type "". NewReader is meant for the
 // body of a successful watch response; an error response is a single Status,
 // not a stream of events.

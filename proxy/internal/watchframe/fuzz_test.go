@@ -22,6 +22,7 @@ func FuzzJSONReader(f *testing.F) {
 	addSeeds(f, encodeChunks(f, ctJSON, crd))
 	for _, s := range []string{
 		"", " \n", "[]", `{"type":"ADDED","object":"\"}"}`, `{"type":"ADDED"}{`, `{]`, `{"a":"\\"}`, `{"type":"\u0041DDED"}`,
+		`{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":[{"object":{"metadata":{"name":"a"}}}]}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -1,7 +1,10 @@
 package watchframe
 
 import (
+	"cmp"
+	"encoding/json"
 	"io"
+	"strings"
 
 	kjson "sigs.k8s.io/json"
 )
@@ -11,16 +14,32 @@ import (
 type jsonEvent struct {
 	Type   string `json:"type"`
 	Object struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Namespace       string `json:"namespace"`
-			Name            string `json:"name"`
-			ResourceVersion string `json:"resourceVersion"`
-			Annotations     struct {
-				InitialEventsEnd string `json:"k8s.io/initial-events-end"`
-			} `json:"annotations"`
-		} `json:"metadata"`
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Metadata   jsonMeta `json:"metadata"`
+		// Rows is read only when the object is a meta.k8s.io Table (see
+		// tableRows): another object's "rows" may have any shape.
+		Rows json.RawMessage `json:"rows"`
+	} `json:"object"`
+}
+
+// jsonMeta is the part of an object's metadata that Meta needs.
+type jsonMeta struct {
+	Namespace       string `json:"namespace"`
+	Name            string `json:"name"`
+	ResourceVersion string `json:"resourceVersion"`
+	Annotations     struct {
+		InitialEventsEnd string `json:"k8s.io/initial-events-end"`
+	} `json:"annotations"`
+}
+
+// tableRows is the part of a meta.k8s.io Table's rows that Meta needs: the
+// metadata of each row's object (a PartialObjectMetadata by default, the
+// whole object with includeObject=Object, absent with includeObject=None).
+// The cells are skipped.
+type tableRows []struct {
+	Object struct {
+		Metadata jsonMeta `json:"metadata"`
 	} `json:"object"`
 }
 
@@ -110,6 +129,20 @@ func (r *Reader) parseJSON(raw []byte) (Frame, error) {
 		return r.malformed("JSON", raw, "%v", err)
 	}
 	o, m := &ev.Object, &ev.Object.Metadata
+	if o.Kind == "Table" && strings.HasPrefix(o.APIVersion, "meta.k8s.io/") && len(o.Rows) > 0 {
+		// A watch with Accept ...;as=Table;g=meta.k8s.io (kubectl get -w)
+		// sends each event's object as a Table of one row; the object the
+		// event is about is that row's.
+		var rows tableRows
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(o.Rows, &rows); err != nil {
+			return r.malformed("JSON", raw, "rows of %s Table: %v", o.APIVersion, err)
+		}
+		if len(rows) > 0 {
+			row := rows[0].Object.Metadata
+			row.ResourceVersion = cmp.Or(row.ResourceVersion, m.ResourceVersion)
+			m = &row
+		}
+	}
 	return Frame{Raw: raw, Meta: Meta{
 		Type:             ev.Type,
 		APIVersion:       o.APIVersion,

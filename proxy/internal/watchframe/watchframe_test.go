@@ -385,3 +385,41 @@ func benchmarkReader(b *testing.B, ct string) {
 
 func BenchmarkReaderJSON(b *testing.B)     { benchmarkReader(b, ctJSON) }
 func BenchmarkReaderProtobuf(b *testing.B) { benchmarkReader(b, ctProtobuf) }
+
+// TestTableJSON reads the events of a watch that asks for Table output
+// (Accept: application/json;as=Table;v=v1;g=meta.k8s.io, kubectl's get -w),
+// as kube-apiserver v1.37 sends them (descriptions shortened): each object is
+// a Table of one row, and the event is about that row's object.
+func TestTableJSON(t *testing.T) {
+	const (
+		columns = `"columnDefinitions":[{"name":"Name","type":"string","format":"name","description":"Name must be unique within a namespace.","priority":0},{"name":"Data","type":"string","format":"","description":"Data contains the configuration data.","priority":0}]`
+		pomRow  = `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"cm-a","namespace":"team-a","uid":"901c294e-c9e7-4d22-86f1-a31bfe99ce7f","resourceVersion":"222","creationTimestamp":"2026-11-21T21:13:22Z"}}`
+	)
+	in := `{"type":"BOOKMARK","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"221"},` + columns + `,"rows":[{"cells":["",0,"\u003cunknown\u003e"],"object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"221","annotations":{"k8s.io/initial-events-end":"true"}}}}]}}` + "\n" +
+		`{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"222"},"columnDefinitions":null,"rows":[{"cells":["cm-a",1,"0s"],"object":` + pomRow + `}]}}` + "\n" +
+		// includeObject=Object: the row carries the whole object.
+		`{"type":"MODIFIED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"230"},"columnDefinitions":null,"rows":[{"cells":["cm-b",1,"5s"],"object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm-b","namespace":"team-b","resourceVersion":"230"},"data":{"rows":"x"}}}]}}` + "\n" +
+		// includeObject=None: no object, only the Table's resourceVersion.
+		`{"type":"DELETED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"231"},"columnDefinitions":null,"rows":[{"cells":["cm-b",1,"6s"],"object":null}]}}` + "\n" +
+		// Another kind's "rows" is not a Table's, whatever its shape.
+		`{"type":"ADDED","object":{"kind":"Widget","apiVersion":"example.com/v1","metadata":{"name":"w","namespace":"team-c","resourceVersion":"232"},"rows":"any"}}` + "\n" +
+		`{"type":"ADDED","object":{"kind":"Table","apiVersion":"example.com/v1","metadata":{"name":"t","namespace":"team-c","resourceVersion":"233"},"rows":[{"object":{"metadata":{"name":"not-this"}}}]}}` + "\n" +
+		`{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"234"},"rows":[]}}` + "\n"
+	table := func(typ, ns, name, rv string) Meta {
+		return Meta{Type: typ, APIVersion: "meta.k8s.io/v1", Kind: "Table", Namespace: ns, Name: name, ResourceVersion: rv}
+	}
+	bookmark := table("BOOKMARK", "", "", "221")
+	bookmark.InitialEventsEnd = true
+	checkWant(t, "table", ctJSON, []byte(in), 0, want{metas: []Meta{
+		bookmark,
+		table("ADDED", "team-a", "cm-a", "222"),
+		table("MODIFIED", "team-b", "cm-b", "230"),
+		table("DELETED", "", "", "231"),
+		{Type: "ADDED", APIVersion: "example.com/v1", Kind: "Widget", Namespace: "team-c", Name: "w", ResourceVersion: "232"},
+		{Type: "ADDED", APIVersion: "example.com/v1", Kind: "Table", Namespace: "team-c", Name: "t", ResourceVersion: "233"},
+		table("ADDED", "", "", "234"),
+	}})
+
+	bad := `{"type":"ADDED","object":{"kind":"Table","apiVersion":"meta.k8s.io/v1","rows":"x"}}`
+	checkWant(t, "table with malformed rows", ctJSON, []byte(bad), 0, want{malformed: true, last: bad})
+}
