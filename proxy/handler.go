@@ -74,7 +74,6 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.rec.Write, deleteRV = describeWrite(r, info.Verb, info.Subresource, body)
 		ex.rec.SentRV = or(bodyResourceVersion(body, r.Header.Get("Content-Type")), deleteRV)
 		ex.rec.Caller = r.Header.Get(CallerHeader)
-		ex.rec.DryRun = r.URL.Query().Has("dryRun")
 	default:
 		ex.rec.SentRV = r.URL.Query().Get("resourceVersion")
 	}

@@ -59,9 +59,6 @@ type Request struct {
 	Caller string `json:"caller,omitempty"`
 	// Write describes a write's body and options; nil for reads.
 	Write *Write `json:"write,omitempty"`
-	// DryRun is a write with the dryRun query parameter: the apiserver
-	// validated it and stored nothing.
-	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // Write is what a write request asked for, read from its query and body.
