@@ -202,7 +202,7 @@ func Of(tr trace.Trace) Report {
 	var stored []write
 	for i := range tr.Requests {
 		r := &tr.Requests[i]
-		if !isWrite(r.Verb) || r.DryRun {
+		if !r.IsWrite() || r.DryRun {
 			continue
 		}
 		key := keyOf(r)
@@ -318,14 +318,6 @@ func classify(r *trace.Request) (kind, lock string) {
 		return kind, "uid"
 	}
 	return kind, "none"
-}
-
-func isWrite(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		return true
-	}
-	return false
 }
 
 func sameObject(a, b *trace.Request) bool {

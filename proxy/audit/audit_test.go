@@ -202,3 +202,14 @@ func TestTableGroupsSiblingFields(t *testing.T) {
 		t.Fatalf("want %s in:\n%s", want, b.String())
 	}
 }
+
+func TestConnectionsAreNotWrites(t *testing.T) {
+	rep := audit.Of(trace.Trace{Requests: []trace.Request{
+		{Client: "kubectl", Verb: "create", Resource: "pods", Subresource: "exec", Namespace: "ns", Name: "p", Start: at(0), Code: 101},
+		{Client: "kubectl", Verb: "create", Resource: "pods", Subresource: "portforward", Namespace: "ns", Name: "p", Start: at(1), Code: 101},
+		{Client: "kubectl", Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: "ns", Name: "p", Start: at(2), Code: 201},
+	}})
+	if len(rep.Rows) != 1 || rep.Rows[0].Subresource != "eviction" {
+		t.Fatalf("want only the eviction as a write, got %+v", rep.Rows)
+	}
+}

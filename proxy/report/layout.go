@@ -233,14 +233,6 @@ func eventKind(ev *trace.Event) string {
 	return kindHeld
 }
 
-func isWrite(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		return true
-	}
-	return false
-}
-
 func objectKey(ns, name string) string {
 	if ns == "" {
 		return name
@@ -518,7 +510,7 @@ func (b *builder) timeScale() {
 		q := &b.reqs[i]
 		all.see(q.Start)
 		all.see(q.Start.Add(q.Latency))
-		if isWrite(q.Verb) || q.Fault != "" {
+		if q.IsWrite() || q.Fault != "" {
 			focus.see(q.Start)
 			focus.see(q.Start.Add(q.Latency))
 		}
@@ -599,7 +591,7 @@ func (b *builder) selectObjects() {
 		return
 	}
 	for i := range b.reqs {
-		if isWrite(b.reqs[i].Verb) {
+		if b.reqs[i].IsWrite() {
 			if n := writeName(&b.reqs[i]); n != "" {
 				b.objects[objectKey(b.reqs[i].Namespace, n)] = true
 			}
@@ -679,7 +671,7 @@ func (b *builder) selectEvents() {
 	}
 
 	for i := range b.reqs {
-		if isWrite(b.reqs[i].Verb) || b.reqs[i].Fault != "" {
+		if b.reqs[i].IsWrite() || b.reqs[i].Fault != "" {
 			b.marks = append(b.marks, i)
 		}
 	}
@@ -772,7 +764,7 @@ func (b *builder) placeMarks() {
 			}
 			return x - 6, math.Max(end, x+8+textW(label)) + 4
 		}
-		if isWrite(q.Verb) {
+		if q.IsWrite() {
 			b.writeIDs[ri] = "w" + strconv.Itoa(len(b.writeIDs))
 			if d == 0 {
 				x0, x1 := geo(writeLabel(q))

@@ -61,6 +61,22 @@ type Request struct {
 	Write *Write `json:"write,omitempty"`
 }
 
+// IsWrite reports whether r writes an object: a create, update, patch,
+// delete or deletecollection, but not a connection to a pod (a create or get
+// of exec, attach, portforward or proxy), which writes nothing. A dry run is
+// a write that the apiserver does not persist (see DryRun).
+func (r *Request) IsWrite() bool {
+	switch r.Subresource {
+	case "exec", "attach", "portforward", "proxy":
+		return false
+	}
+	switch r.Verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
 // Write is what a write request asked for, read from its query and body.
 type Write struct {
 	// Patch is a patch's type: "merge", "strategic-merge", "json" or
