@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 
-.PHONY: help assets source-controller deps test bench lint
+.PHONY: help assets source-controller deps test test-volume bench lint
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
@@ -17,6 +17,9 @@ deps: ## install the system packages the tests need (git; chromium for the repor
 
 test: deps assets source-controller ## run every test against a real apiserver, one package at a time (timing-sensitive specs share no CPU); installs what it needs first
 	$(GO) test -count=1 -p 1 -timeout=30m ./...
+
+test-volume: deps assets source-controller ## the scenarios' statistics (19 in 20, hundreds of random schedules) and truth tables, which make test leaves out (STALEFUZZ_VOLUME=1)
+	STALEFUZZ_VOLUME=1 $(GO) test -count=1 -p 1 -timeout=90m ./scenarios/...
 
 bench: assets ## print the proxy's throughput and latency figures against a direct connection
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/

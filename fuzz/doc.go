@@ -48,8 +48,8 @@
 // proxy/audit: each write's kind, lock and call site, and every blind write
 // over a change its writer had not seen), the trace as JSONL and a picture
 // next to it (package proxy/report: Result.WriteReport). A replayed corpus
-// entry of a KnownBug scenario writes both too. Dry-run writes count for no
-// oracle.
+// entry of a KnownBug scenario writes both too when STALEFUZZ_FINDINGS is
+// set. Dry-run writes count for no oracle.
 //
 // Call sites: a controller started in-process with Exec.StartManager or built
 // on Exec.Config writes through proxy.Client.Config, whose transport reports
@@ -65,6 +65,7 @@
 //   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds, so that a
 //     campaign measures what the mutator finds on its own.
 //   - STALEFUZZ_FINDINGS: directory for findings' traces, pictures and the
-//     harness error log. Default: $TMPDIR/stalefuzz-findings.
+//     harness error log. Default: $TMPDIR/stalefuzz-findings. When set, a
+//     replayed KnownBug corpus entry writes its trace and picture there too.
 //   - Those of package proxy/controlplane (KUBEBUILDER_ASSETS, ...).
 package fuzz

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -61,15 +63,21 @@ type Env struct {
 	proxy  *proxy.Proxy
 	direct client.Client
 	scheme *runtime.Scheme
-	seq    int
 	refs   map[string]map[string]any // knob settings → reference final state
 	slack  time.Duration             // budget multiplier: 10 while warming up, else 1
 
 	fixture any
 	cleanup func() error
+	crds    []*apiextensionsv1.CustomResourceDefinition // the scenario's, installed
+	ownCP   bool                                        // false: the control plane is Main's, shared
 }
 
-// NewEnv starts a control plane and a proxy for s.
+// execSeq numbers the executions of this process, over every Env: Envs that
+// share a control plane (Main) must never pick the same namespace.
+var execSeq atomic.Int64
+
+// NewEnv starts a control plane (or, under Main, joins the shared one) and a
+// proxy for s.
 func NewEnv(s Scenario) (_ *Env, retErr error) {
 	if s.Start == nil || s.Drive == nil {
 		return nil, fmt.Errorf("scenario %q: Start and Drive are required", s.Name)
@@ -84,8 +92,9 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 	if e.scheme == nil {
 		e.scheme = clientgoscheme.Scheme
 	}
-	e.cp = &controlplane.Environment{CRDs: envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true}}
-	if err := e.cp.Start(); err != nil {
+	var err error
+	e.cp, e.crds, e.ownCP, err = controlPlane(envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true})
+	if err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -129,7 +138,8 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 	return e, nil
 }
 
-// Stop stops the proxy and the control plane. It is idempotent.
+// Stop stops the proxy and the control plane (unless Main shares it). It is
+// idempotent.
 func (e *Env) Stop() error {
 	var errs []error
 	if e.cleanup != nil {
@@ -142,7 +152,7 @@ func (e *Env) Stop() error {
 	if e.reaper != nil {
 		errs = append(errs, e.reaper.Stop())
 	}
-	if e.cp != nil {
+	if e.cp != nil && e.ownCP {
 		errs = append(errs, e.cp.Stop())
 	}
 	// Both Stops are idempotent, so Stop is too.
@@ -208,8 +218,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 
-	e.seq++
-	ns := fmt.Sprintf("%s-%d-%d", strings.ToLower(e.s.Name), os.Getpid(), e.seq)
+	ns := fmt.Sprintf("%s-%d-%d", strings.ToLower(e.s.Name), os.Getpid(), execSeq.Add(1))
 	if err := e.direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return nil, fmt.Errorf("unable to create namespace %q: %w", ns, err)
 	}
@@ -466,7 +475,7 @@ func isWrite(verb string) bool {
 // a freshly installed CRD takes a moment to appear in discovery, and that
 // moment must not fall inside an execution's budget.
 func (e *Env) primeRESTMappings() error {
-	for _, crd := range e.cp.InstalledCRDs() {
+	for _, crd := range e.crds {
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
 		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			_, err := e.direct.RESTMapper().RESTMapping(gk)

@@ -17,6 +17,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 	"github.com/stalefuzz/stalefuzz/scenarios/fluxcd"
+	"github.com/stalefuzz/stalefuzz/scenarios/internal/suite"
 )
 
 // fault is one Realistic step on source-controller, over the whole window.
@@ -59,7 +60,7 @@ func restartAtEdit(write int, act proxy.Action, lag time.Duration) fuzz.Schedule
 	return fault(1, fuzz.Step{Action: act, After: write - 1, Lag: lag})
 }
 
-var _ = Describe("truth table: faults a real cluster produces", Label("truth-table"), func() {
+var _ = Describe("truth table: faults a real cluster produces", Label("truth-table", suite.VolumeLabel), func() {
 	It("never leaves the GitRepository stuck or in the claimed state: broken watches, relists after 410, restarts after each write (also before its answer, also onto an apiserver that has not seen it)", func() {
 		var schedules []fuzz.Schedule
 		for n := 1; n <= 6; n++ {
@@ -112,7 +113,7 @@ var _ = Describe("truth table: faults a real cluster produces", Label("truth-tab
 	})
 })
 
-var _ = Describe("with source-controller's default retry flags (750 ms to 15 min backoff)", Label("default-retry"), Ordered, func() {
+var _ = Describe("with source-controller's default retry flags (750 ms to 15 min backoff)", Label("default-retry", suite.VolumeLabel), Ordered, func() {
 	var (
 		e         *fuzz.Env
 		converged time.Time

@@ -2,6 +2,7 @@ package fluxcd_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -11,12 +12,14 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 	"github.com/stalefuzz/stalefuzz/scenarios/fluxcd"
+	"github.com/stalefuzz/stalefuzz/scenarios/internal/suite"
 )
 
-func TestFluxCD(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "fluxcd")
-}
+// TestMain shares one control plane among every Env of this test binary
+// (the suite's and the fuzz targets').
+func TestMain(m *testing.M) { os.Exit(fuzz.Main(m)) }
+
+func TestFluxCD(t *testing.T) { suite.Run(t, "fluxcd") }
 
 var env, realistic *fuzz.Env
 

@@ -17,6 +17,10 @@ import (
 	"github.com/stalefuzz/stalefuzz/scenarios/kcm"
 )
 
+// TestMain shares one control plane among every Env of this test binary
+// (the suite's and the fuzz targets').
+func TestMain(m *testing.M) { os.Exit(fuzz.Main(m)) }
+
 func TestKCM(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "kcm")
