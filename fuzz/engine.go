@@ -238,9 +238,11 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	res = &Result{Scenario: e.s.Name, Namespace: ns, Schedule: sched}
 	defer func() {
 		xcancel()
+		stopping := time.Now()
 		if err := x.stop(StopBudget * e.slack); err != nil {
 			retErr = errors.Join(retErr, harness("stopping namespace %s: %w", ns, err))
 		}
+		res.Phases.Stop = time.Since(stopping)
 		if err := e.proxy.SetRules(time.Now()); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -255,6 +257,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	}
 	x.mark = time.Now()
 	res.Mark = x.mark
+	res.Phases.Start = x.mark.Sub(start)
 	var rules []proxy.Rule
 	restartOf := map[int]int{} // rule index → restart step index
 	for i, st := range sched.Steps {
@@ -275,6 +278,8 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	if err != nil {
 		return res, harness("drive workload in %s: %w", ns, err)
 	}
+	driven := time.Now()
+	res.Phases.Drive = driven.Sub(x.mark)
 
 	lagEnd := x.mark.Add(sched.LagEnd())
 	deadline := lagEnd
@@ -283,7 +288,11 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 			deadline = maxTime(deadline, x.mark.Add(st.End()+e.s.Bounds.orDefault().faultAllowance(Realistic)))
 		}
 	}
-	res.Settled = e.settle(ctx, x, lagEnd, deadline.Add(SettleBudget*e.slack))
+	var lagOver time.Time
+	res.Settled, lagOver = e.settle(ctx, x, lagEnd, deadline.Add(SettleBudget*e.slack))
+	settled := time.Now()
+	res.Phases.Lag = max(0, lagOver.Sub(driven))
+	res.Phases.Settle = settled.Sub(maxTime(lagOver, driven))
 	x.settled = res.Settled
 	x.mu.Lock()
 	res.Restarts = slices.Clone(x.restarts)
@@ -296,6 +305,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	}
 	res.Trace = e.proxy.Trace().Since(trace.Cursor{})
 	e.check(ctx, x, res)
+	res.Phases.Judge = time.Since(settled)
 	if ctx.Err() != nil {
 		return res, harness("execution in %s overran its %v budget while checking", ns, budget)
 	}
@@ -395,11 +405,11 @@ func maxTime(a, b time.Time) time.Time {
 
 // settle waits until the lag is over and then until, for the quiet period, no
 // client wrote and no event was held; false if that did not happen by
-// deadline. The lag is over once the schedule's windows have ended, no
+// deadline. It also returns when the lag was first over (zero if never). The lag is over once the schedule's windows have ended, no
 // restart is under way or lagging, and every watch a fault ended (a Break, a
 // 410) has been opened again: a reflector waiting for its relist backoff is
 // not settled, only quiet.
-func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) bool {
+func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) (settled bool, lagOver time.Time) {
 	quiet := e.s.quiet()
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
@@ -449,15 +459,18 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) b
 		// when its lagging apiserver caught up).
 		quietSince := maxTime(maxTime(lastWrite, x.lagUntil), resumed)
 		x.mu.Unlock()
+		if over && len(down) == 0 && lagOver.IsZero() {
+			lagOver = now
+		}
 		if over && len(down) == 0 && e.proxy.Pending() == 0 && now.Sub(quietSince) >= quiet {
-			return true
+			return true, lagOver
 		}
 		if now.After(deadline) {
-			return false
+			return false, lagOver
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return false, lagOver
 		case <-tick.C:
 		}
 	}

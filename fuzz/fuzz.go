@@ -47,9 +47,12 @@ func Fuzz(f *testing.F, s Scenario) {
 	// The coordinator of go test -fuzz owns the corpus: it must get the
 	// seeds too (test.fuzz is set in it and in its workers).
 	seeds := 0
+	origins := map[string]string{} // input → where it came from, for findings
 	if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && (flagValue("test.fuzz") != "" || !s.SeedsOnlyFuzzing) {
-		for _, seed := range s.Seeds {
-			f.Add(s.Encode(seed))
+		for i, seed := range s.Seeds {
+			b := s.Encode(seed)
+			f.Add(b)
+			origins[string(b)] = fmt.Sprintf("the scenario's seed %d", i)
 			seeds++
 		}
 	}
@@ -77,6 +80,7 @@ func Fuzz(f *testing.F, s Scenario) {
 		env.prepareReferences(f)
 	}
 	var execs, harnessErrs int
+	var phases Phases // summed over the executions that could be judged
 	began := time.Now()
 	f.Fuzz(func(t *testing.T, input []byte) {
 		sched := s.Decode(input)
@@ -91,11 +95,13 @@ func Fuzz(f *testing.F, s Scenario) {
 		execs++
 		if err != nil {
 			harnessErrs++
+		} else {
+			phases = phases.Add(res.Phases)
 		}
 		if fuzzing {
 			// Rewritten after every execution: go test ends a worker without
 			// running its cleanups.
-			writeStats(s.Name, execs, harnessErrs, time.Since(began))
+			writeStats(s.Name, execs, harnessErrs, time.Since(began), phases.Div(execs-harnessErrs))
 		}
 		if err != nil {
 			if fuzzing {
@@ -123,8 +129,12 @@ func Fuzz(f *testing.F, s Scenario) {
 			return
 		}
 		path, picture := writeFinding(res, s.Name, input)
-		t.Fatalf("%s\ninput: %x\ntrace: %s\npicture: %s\nreproduce: go test -run='%s/<corpus entry>' on the entry go test -fuzz saved in testdata/fuzz/%s/",
-			res.Report(), input, path, picture, f.Name(), f.Name())
+		origin, ok := origins[string(input)]
+		if !ok {
+			origin = "the mutator"
+		}
+		t.Fatalf("%s\ninput: %x (from %s)\ntrace: %s\npicture: %s\nreproduce: go test -run='%s/<corpus entry>' on the entry go test -fuzz saved in testdata/fuzz/%s/",
+			res.Report(), input, origin, path, picture, f.Name(), f.Name())
 	})
 }
 
@@ -260,12 +270,12 @@ func findingsDir() string {
 	return filepath.Join(os.TempDir(), "stalefuzz-findings")
 }
 
-// writeStats writes one worker's execution rate to stats-<pid>.log in the
-// findings directory: go test -fuzz's own count leaves out the executions it
-// spends minimizing.
-func writeStats(scenario string, execs, harnessErrs int, d time.Duration) {
-	line := fmt.Sprintf("%s: worker %d: %d executions (%d harness errors) in %.0fs of fuzzing: %.1f executions/min\n",
-		scenario, os.Getpid(), execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes())
+// writeStats writes one worker's execution rate, and where an execution's
+// time goes on average, to stats-<pid>.log in the findings directory: go test
+// -fuzz's own count leaves out the executions it spends minimizing.
+func writeStats(scenario string, execs, harnessErrs int, d time.Duration, mean Phases) {
+	line := fmt.Sprintf("%s: worker %d: %d executions (%d harness errors) in %.0fs of fuzzing: %.1f executions/min\n%s: worker %d: one execution, on average: %s\n",
+		scenario, os.Getpid(), execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes(), scenario, os.Getpid(), mean)
 	if os.MkdirAll(findingsDir(), 0o755) == nil {
 		_ = os.WriteFile(filepath.Join(findingsDir(), fmt.Sprintf("stats-%d.log", os.Getpid())), []byte(line), 0o644)
 	}

@@ -27,6 +27,37 @@ type Result struct {
 	Restarts   []Restart
 	Trace      trace.Trace
 	Violations []Violation
+	// Phases is where the execution's time went.
+	Phases Phases
+}
+
+// Phases is where one execution's time went, in order: Start (a namespace
+// and the controllers, until their caches synced), Drive (the workload), Lag
+// (until the schedule's windows and faults were over), Settle (until the
+// quiet period held, or the settle budget ran out), Judge (the oracles) and
+// Stop (the controllers stopped).
+type Phases struct {
+	Start, Drive, Lag, Settle, Judge, Stop time.Duration
+}
+
+// Add sums two breakdowns (for a mean over executions).
+func (p Phases) Add(q Phases) Phases {
+	return Phases{p.Start + q.Start, p.Drive + q.Drive, p.Lag + q.Lag, p.Settle + q.Settle, p.Judge + q.Judge, p.Stop + q.Stop}
+}
+
+// Div is p with every phase divided by n (a mean); p itself for n <= 0.
+func (p Phases) Div(n int) Phases {
+	if n <= 0 {
+		return p
+	}
+	d := time.Duration(n)
+	return Phases{p.Start / d, p.Drive / d, p.Lag / d, p.Settle / d, p.Judge / d, p.Stop / d}
+}
+
+func (p Phases) String() string {
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	return fmt.Sprintf("start %d ms, drive %d ms, lag %d ms, settle %d ms, judge %d ms, stop %d ms",
+		ms(p.Start), ms(p.Drive), ms(p.Lag), ms(p.Settle), ms(p.Judge), ms(p.Stop))
 }
 
 // Violation is one oracle's verdict.

@@ -12,14 +12,19 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export STALEFUZZ_FINDINGS="$work/.findings"
 times=()
+origins=()
 for i in $(seq 1 "$runs"); do
 	rm -rf "$work"/* && fresh_copy "$work" "$target" "$pkg"
 	go clean -fuzzcache
 	start=$(date +%s%N)
 	out=$(cd "$work" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$budget" -fuzzminimizetime=10x -parallel=1 "$pkg" 2>&1 || true)
 	t=$(awk -v ns=$(($(date +%s%N) - start)) 'BEGIN {printf "%.1f", ns / 1e9}')
+	cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | sed "s/^/run $i: figures: /"
+	rm -f "$STALEFUZZ_FINDINGS"/stats-*.log
 	if grep -q -- '--- FAIL' <<<"$out" && grep -q 'schedule:' <<<"$out"; then
-		echo "run $i: finding after ${t}s: $(grep -m1 'schedule:' <<<"$out" | sed 's/^ *//')"
+		origin=$(grep -m1 -oE '^ *input: [0-9a-f]* \(from [^)]*\)' <<<"$out" | sed -E 's/.*\(from (.*)\)/\1/')
+		echo "run $i: finding after ${t}s, from ${origin:-?}: $(grep -m1 'schedule:' <<<"$out" | sed 's/^ *//')"
+		origins+=("${origin:-?}")
 		times+=("$t")
 	elif grep -q -- '--- FAIL' <<<"$out"; then
 		# A failure that is not a finding (no schedule): say what it was,
@@ -30,6 +35,11 @@ for i in $(seq 1 "$runs"); do
 		echo "run $i: no finding within $budget"
 	fi
 done
+# Where the findings came from: a seed (the scenario's, or one derived from
+# the reference run) or the mutator.
+if [ "${#origins[@]}" -gt 0 ]; then
+	printf '%s\n' "${origins[@]}" | sed -E 's/ [0-9]+$//' | sort | uniq -c | awk -v n="${#origins[@]}" '{c = $1; $1 = ""; printf "findings from%s: %d of %d\n", $0, c, n}'
+fi
 # The median is over all RUNS, a run without a finding counting as longer than
 # BUDGET: when fewer than half the runs found something, the median is only
 # known to exceed the budget.
