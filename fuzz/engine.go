@@ -78,7 +78,11 @@ var execSeq atomic.Int64
 
 // NewEnv starts a control plane (or, under Main, joins the shared one) and a
 // proxy for s.
-func NewEnv(s Scenario) (_ *Env, retErr error) {
+func NewEnv(s Scenario) (*Env, error) { return newEnv(s, true) }
+
+// newEnv is NewEnv; share false gives the Env a control plane of its own even
+// under Main (the fuzz coordinator's, stopped before the campaign).
+func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if s.Start == nil || s.Drive == nil {
 		return nil, fmt.Errorf("scenario %q: Start and Drive are required", s.Name)
 	}
@@ -93,7 +97,7 @@ func NewEnv(s Scenario) (_ *Env, retErr error) {
 		e.scheme = clientgoscheme.Scheme
 	}
 	var err error
-	e.cp, e.crds, e.ownCP, err = controlPlane(envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true})
+	e.cp, e.crds, e.ownCP, err = controlPlane(envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true}, share)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package fuzz
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"flag"
 	"fmt"
 	"math/bits"
@@ -63,6 +64,11 @@ func Fuzz(f *testing.F, s Scenario) {
 		}
 	}
 	if isCoordinator(f.Name()) {
+		// The coordinator owns the corpus: seeds from reference runs are
+		// added here, before fuzzing starts.
+		if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && s.Space.anchored() {
+			addReferenceSeeds(f, s)
+		}
 		f.Fuzz(func(*testing.T, []byte) {})
 		return
 	}
@@ -130,12 +136,46 @@ func Fuzz(f *testing.F, s Scenario) {
 		}
 		path, picture := writeFinding(res, s.Name, input)
 		origin, ok := origins[string(input)]
-		if !ok {
+		switch i := referenceSeedIndex(f.Name(), input); {
+		case ok:
+		case i >= 0:
+			origin = fmt.Sprintf("reference-run seed %d", i)
+		default:
 			origin = "the mutator"
 		}
 		t.Fatalf("%s\ninput: %x (from %s)\ntrace: %s\npicture: %s\nreproduce: go test -run='%s/<corpus entry>' on the entry go test -fuzz saved in testdata/fuzz/%s/",
 			res.Report(), input, origin, path, picture, f.Name(), f.Name())
 	})
+}
+
+// addReferenceSeeds runs the scenario's reference runs in a control plane of
+// the coordinator's own, stopped before fuzzing begins, and adds the seeds
+// derived from them (referenceSeeds). It says on stderr what it is doing: it
+// takes seconds before the first execution.
+func addReferenceSeeds(f *testing.F, s Scenario) {
+	began := time.Now()
+	fmt.Fprintf(os.Stderr, "stalefuzz: %s: reference runs without lag, to derive seeds (a control plane of their own, then the campaign)\n", s.Name)
+	env, err := newEnv(s, false)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stalefuzz: %s: no reference seeds: %v\n", s.Name, err)
+		return
+	}
+	seeds, err := referenceSeeds(context.Background(), env)
+	if serr := env.Stop(); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stalefuzz: %s: no reference seeds: %v\n", s.Name, err)
+		return
+	}
+	var inputs [][]byte
+	for _, seed := range seeds {
+		b := s.Encode(seed)
+		f.Add(b)
+		inputs = append(inputs, b)
+	}
+	writeReferenceSeeds(f.Name(), inputs)
+	fmt.Fprintf(os.Stderr, "stalefuzz: %s: %d seeds from reference runs in %.1fs\n", s.Name, len(seeds), time.Since(began).Seconds())
 }
 
 // writeFinding writes an execution's trace and picture into the findings

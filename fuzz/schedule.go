@@ -119,7 +119,17 @@ const (
 	// records are 6 bytes wide and can anchor a fault to the Nth matching
 	// event or write (see codec.decode).
 	Realistic
+	// AnchoredLoss schedules have LagAndLoss's actions (delay, hold, drop)
+	// in Realistic's 6-byte records, so that each step can be anchored to
+	// the Nth matching event: one mutated byte moves a drop from one event
+	// to the next, and a finding anchored that way survives timing changes.
+	// No real cluster drops an event (see LagAndLoss).
+	AnchoredLoss
 )
+
+// anchored reports whether the space's records can anchor a step to the Nth
+// matching event or write (6-byte records).
+func (sp Space) anchored() bool { return sp == Realistic || sp == AnchoredLoss }
 
 func (sp Space) String() string {
 	switch sp {
@@ -129,6 +139,8 @@ func (sp Space) String() string {
 		return "lag-and-loss"
 	case Realistic:
 		return "realistic"
+	case AnchoredLoss:
+		return "anchored-lag-and-loss"
 	}
 	return fmt.Sprintf("Space(%d)", int(sp))
 }
@@ -418,7 +430,7 @@ func (c codec) decode(b []byte) Schedule {
 	if len(c.clients) == 0 || len(c.resources) == 0 {
 		return s
 	}
-	if c.space == Realistic {
+	if c.space.anchored() {
 		return c.decodeRealistic(s, b)
 	}
 	for len(b) >= stepBytes && len(s.Steps) < MaxSteps {
@@ -476,6 +488,9 @@ func (c codec) decode(b []byte) Schedule {
 //	              of a delay, the Lag of a relist or restart
 //	[5] after     mod 16: the first N matching events (restarts: writes) pass
 //
+// In AnchoredLoss the action's low 3 bits are 0 delay, 1 hold, 2 drop, 3 to 7
+// hold: there are no faults, and the high 5 bits are a delay's delay.
+//
 // Only the first fault (break, relist, restart) of a schedule is one: a
 // later fault record decodes to a hold of the same window and target, so
 // that every execution has at most one relist or restart and fits the
@@ -499,6 +514,22 @@ func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
 		act := r[4] & 7
 		if act >= 2 && act <= 5 && fault {
 			act = 1 // one fault per schedule
+		}
+		if c.space == AnchoredLoss {
+			switch act {
+			case 0:
+				st.Action, st.Delay = proxy.Delay, param
+			case 2:
+				st.Action = proxy.Drop
+			default:
+				st.Action = proxy.Hold
+			}
+			st.Resource, st.Types = resource, typesOf(r[0]>>4)
+			if obj := int(r[1] >> 4); obj > 0 && len(c.objects) > 0 {
+				st.Object = c.objects[(obj-1)%len(c.objects)]
+			}
+			s.Steps = append(s.Steps, st)
+			continue
 		}
 		switch act {
 		case 0:
@@ -569,6 +600,8 @@ func (c codec) encodeRealistic(b []byte, steps []Step) []byte {
 			act, param = 4, unquad5(st.Lag, c.bounds.MaxDelay)
 		case proxy.Cut:
 			act, param = 5, unquad5(st.Lag, c.bounds.MaxDelay)
+		case proxy.Drop:
+			act = 2 // AnchoredLoss only
 		default:
 			act = 1
 		}
@@ -607,7 +640,7 @@ func (c codec) encode(s Schedule) []byte {
 	for _, k := range c.knobs {
 		b = append(b, byte(s.Knobs[k.Name]))
 	}
-	if c.space == Realistic {
+	if c.space.anchored() {
 		return c.encodeRealistic(b, s.Steps)
 	}
 	for _, st := range s.Steps {

@@ -26,7 +26,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{1, 3, 0, 0x11, 40, 200, 1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, space := range []Space{LagOnly, LagAndLoss, Realistic} {
+		for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss} {
 			s := testScenario
 			s.Space = space
 			sch := s.Decode(b)
@@ -59,7 +59,7 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 				t.Fatalf("step %s gives an invalid rule %v: %v", st, r, err)
 			}
 		}
-		if st.Action == proxy.Drop && s.Space != LagAndLoss {
+		if st.Action == proxy.Drop && s.Space != LagAndLoss && s.Space != AnchoredLoss {
 			t.Fatalf("%v schedule drops: %s", s.Space, st)
 		}
 		if st.IsFault() {
@@ -121,7 +121,7 @@ func TestEncodeHandWritten(t *testing.T) {
 
 func TestDecodeRandomBounds(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, space := range []Space{LagOnly, LagAndLoss, Realistic} {
+	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss} {
 		s := testScenario
 		s.Space = space
 		for range 10000 {
@@ -229,5 +229,21 @@ func TestQuietFitsSettleBudget(t *testing.T) {
 	}
 	if _, err := NewEnv(Scenario{Name: "q", Quiet: SettleBudget, Start: func(context.Context, *Exec) error { return nil }, Drive: func(context.Context, *Exec) error { return nil }}); err == nil || !strings.Contains(err.Error(), "quiet") {
 		t.Errorf("NewEnv with a quiet period as long as the settle budget: got %v, want an error naming the quiet period", err)
+	}
+}
+
+// TestAnchoredLossMovesADropByOneByte: byte [5] of a record anchors a drop to
+// the Nth matching event; one more is the next event.
+func TestAnchoredLossMovesADropByOneByte(t *testing.T) {
+	s := testScenario
+	s.Space = AnchoredLoss
+	in := []byte{0, 0, 0x20, 0x00, 0, 255, 2, 5} // two knobs, then: client 0 MODIFIED, resource 0, t+0, whole window, drop, after 5
+	st := s.Decode(in).Steps[0]
+	if st.Action != proxy.Drop || st.After != 5 || !reflect.DeepEqual(st.Types, []string{"MODIFIED"}) {
+		t.Fatalf("decoded %s, want a drop of MODIFIED events after the first 5", st)
+	}
+	in[7]++
+	if st := s.Decode(in).Steps[0]; st.After != 6 || st.Action != proxy.Drop {
+		t.Fatalf("byte [5] + 1 decoded %s, want the drop after the first 6", st)
 	}
 }

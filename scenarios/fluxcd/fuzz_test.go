@@ -17,6 +17,13 @@ func FuzzFluxGitRepository(f *testing.F) { fuzz.Fuzz(f, fluxcd.Scenario(fuzz.Lag
 // relists.
 func FuzzFluxGitRepositoryLoss(f *testing.F) { fuzz.Fuzz(f, fluxcd.Scenario(fuzz.LagAndLoss)) }
 
+// FuzzFluxGitRepositoryAnchoredLoss searches the same actions with each step
+// anchored to the Nth MODIFIED event source-controller was sent, from seeds
+// derived from a run without lag.
+func FuzzFluxGitRepositoryAnchoredLoss(f *testing.F) {
+	fuzz.Fuzz(f, fluxcd.Scenario(fuzz.AnchoredLoss))
+}
+
 // FuzzFluxGitRepositoryRealistic searches faults a real cluster produces
 // (lag, broken watches, relists after 410 Gone, source-controller restarts
 // right after or before the answer to a write, reconnecting to lagging

@@ -85,6 +85,10 @@ func Scenario(space fuzz.Space) fuzz.Scenario {
 		// cache stale forever: its own later writes are no-ops and cause no
 		// event that would correct it. See README.md.
 		name, knownBug = "fluxcd-loss", "a watch event lost without relist leaves the GitRepository stuck"
+	case fuzz.AnchoredLoss:
+		// The loss space with each step anchored to the Nth MODIFIED event:
+		// its seeds come from the reference run (fuzz.MaxReferenceSeeds).
+		name, knownBug, seeds = "fluxcd-anchored-loss", "a watch event lost without relist leaves the GitRepository stuck", nil
 	case fuzz.Realistic:
 		name, b, seeds = "fluxcd-realistic", RealisticBounds, RealisticSeeds()
 	}

@@ -1,0 +1,182 @@
+package fuzz
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// Bounds of the seeds derived from reference runs (the corpus is replayed at
+// every campaign start, so they must stay few).
+const (
+	// MaxReferenceSettings is how many knob settings get a reference run:
+	// the first ones, in declaration order with the first knob varying
+	// fastest.
+	MaxReferenceSettings = 4
+	// MaxReferencePositions is how many positions (the client's first
+	// MODIFIED events of a resource, or its first writes) a reference run
+	// gives, per client, resource and knob setting.
+	MaxReferencePositions = 8
+	// MaxReferenceSeeds bounds the seeds of one target.
+	MaxReferenceSeeds = 40
+)
+
+// referenceSeeds runs the scenario once without lag for each of the first
+// knob settings and derives, from each run's trace, one schedule per client,
+// watched resource and position in the clean run (right after its Nth
+// MODIFIED event, or its Nth write) for each action of the space: in
+// AnchoredLoss drop, then hold; in Realistic relist, restart right after,
+// restart before the answer, break, then hold. Each holds its window for
+// Bounds.MaxLength (the scenario's retry span), cut as decoding cuts it.
+// Stronger actions come first, then knob settings, then positions, so that a
+// campaign replaying its corpus meets the likeliest seeds early; the list is
+// cut at MaxReferenceSeeds. This is Sieve's learning run, fed to go test
+// -fuzz as seed corpus.
+func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
+	type ref struct {
+		knobs map[string]int
+		tr    trace.Trace
+		mark  time.Time
+	}
+	var refs []ref
+	for _, knobs := range knobSettings(e.s.Knobs, MaxReferenceSettings) {
+		res, err := e.Run(ctx, Schedule{Knobs: knobs}, Retries(3))
+		if err != nil {
+			return nil, fmt.Errorf("reference run %v: %w", knobs, err)
+		}
+		refs = append(refs, ref{knobs, res.Trace, res.Mark})
+	}
+	b := e.s.Bounds.orDefault()
+	type family struct {
+		act    proxy.Action
+		writes bool // anchored to the client's writes, else to its MODIFIED events
+	}
+	var families []family
+	switch e.s.Space {
+	case AnchoredLoss:
+		families = []family{{proxy.Drop, false}, {proxy.Hold, false}}
+	case Realistic:
+		families = []family{{proxy.Expire, false}, {proxy.Freeze, true}, {proxy.Cut, true}, {proxy.Break, false}, {proxy.Hold, false}}
+	}
+	var out []Schedule
+	for _, fam := range families {
+		for _, r := range refs {
+			for _, c := range e.s.Clients {
+				for _, res := range e.s.Resources {
+					positions := countEvents(r.tr, c, res, r.mark)
+					if fam.writes {
+						positions = countWrites(r.tr, c, r.mark)
+					}
+					for n := range min(positions, MaxReferencePositions) {
+						st := Step{Client: c, Action: fam.act, After: n, Length: min(b.MaxLength, b.MaxLagEnd)}
+						if !fam.writes {
+							st.Resource, st.Types = res, []string{"MODIFIED"}
+						}
+						if st.IsFault() {
+							st.Length = min(st.Length, b.faultEnd())
+						}
+						if len(out) == MaxReferenceSeeds {
+							return out, nil
+						}
+						out = append(out, Schedule{Knobs: r.knobs, Steps: []Step{st}})
+					}
+					if fam.writes {
+						break // writes are the client's, whatever the resource
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// countEvents is how many MODIFIED events of resource the client was sent
+// after the mark.
+func countEvents(tr trace.Trace, client, resource string, mark time.Time) int {
+	n := 0
+	for _, ev := range tr.Events {
+		if ev.Client == client && ev.Resource == resource && ev.Type == "MODIFIED" && ev.Fate == trace.Released && !ev.Arrived.Before(mark) {
+			n++
+		}
+	}
+	return n
+}
+
+// countWrites is how many writes the client sent after the mark.
+func countWrites(tr trace.Trace, client string, mark time.Time) int {
+	n := 0
+	for i := range tr.Requests {
+		r := &tr.Requests[i]
+		if r.Client == client && r.IsWrite() && !r.DryRun && !r.Start.Before(mark) {
+			n++
+		}
+	}
+	return n
+}
+
+// knobSettings lists max knob settings, those with the fewest knobs away from
+// zero first.
+func knobSettings(knobs []Knob, max int) []map[string]int {
+	out := []map[string]int{{}}
+	for _, k := range knobs {
+		var next []map[string]int
+		for v := range k.Values {
+			for _, c := range out {
+				m := map[string]int{k.Name: v}
+				for kk, vv := range c {
+					m[kk] = vv
+				}
+				next = append(next, m)
+			}
+		}
+		out = next
+	}
+	slices.SortStableFunc(out, func(a, b map[string]int) int { return weight(a) - weight(b) })
+	return out[:min(len(out), max)]
+}
+
+// weight orders settings: fewest knobs away from zero first.
+func weight(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		if v != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// referenceSeedsFile is where the coordinator lists the reference seeds (hex,
+// one per line) for the workers, which report where a finding's input came
+// from.
+func referenceSeedsFile(target string) string {
+	return filepath.Join(findingsDir(), "reference-seeds-"+target+".hex")
+}
+
+func writeReferenceSeeds(target string, inputs [][]byte) {
+	var b strings.Builder
+	for _, in := range inputs {
+		b.WriteString(hex.EncodeToString(in) + "\n")
+	}
+	if os.MkdirAll(findingsDir(), 0o755) == nil {
+		_ = os.WriteFile(referenceSeedsFile(target), []byte(b.String()), 0o644)
+	}
+}
+
+// referenceSeedIndex is the index of input among the reference seeds the
+// coordinator listed, or -1.
+func referenceSeedIndex(target string, input []byte) int {
+	b, err := os.ReadFile(referenceSeedsFile(target))
+	if err != nil {
+		return -1
+	}
+	return slices.Index(strings.Fields(string(b)), hex.EncodeToString(input))
+}
