@@ -27,6 +27,11 @@ const (
 	MaxReferencePositions = 8
 	// MaxReferenceSeeds bounds the seeds of one target.
 	MaxReferenceSeeds = 40
+	// ReferenceSeedsReplay is about how long replaying a target's reference
+	// seeds may take: fewer seeds for a scenario whose executions are long
+	// (at least MinReferenceSeeds).
+	ReferenceSeedsReplay = time.Minute
+	MinReferenceSeeds    = 8
 )
 
 // referenceSeeds runs the scenario once without lag for each of the first
@@ -38,7 +43,9 @@ const (
 // Bounds.MaxLength (the scenario's retry span), cut as decoding cuts it.
 // Stronger actions come first, then knob settings, then positions, so that a
 // campaign replaying its corpus meets the likeliest seeds early; the list is
-// cut at MaxReferenceSeeds. This is Sieve's learning run, fed to go test
+// cut so that replaying it takes about ReferenceSeedsReplay (a reference
+// run's time plus a window per seed), between MinReferenceSeeds and
+// MaxReferenceSeeds. This is Sieve's learning run, fed to go test
 // -fuzz as seed corpus.
 func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	type ref struct {
@@ -47,14 +54,19 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 		mark  time.Time
 	}
 	var refs []ref
+	var took time.Duration
 	for _, knobs := range knobSettings(e.s.Knobs, MaxReferenceSettings) {
 		res, err := e.Run(ctx, Schedule{Knobs: knobs}, Retries(3))
 		if err != nil {
 			return nil, fmt.Errorf("reference run %v: %w", knobs, err)
 		}
 		refs = append(refs, ref{knobs, res.Trace, res.Mark})
+		took += res.Elapsed
 	}
 	b := e.s.Bounds.orDefault()
+	// A seed's execution: a reference run's, plus its window.
+	each := took/time.Duration(max(1, len(refs))) + min(b.MaxLength, b.MaxLagEnd)
+	limit := min(MaxReferenceSeeds, max(MinReferenceSeeds, int(ReferenceSeedsReplay/each)))
 	type family struct {
 		act    proxy.Action
 		writes bool // anchored to the client's writes, else to its MODIFIED events
@@ -83,7 +95,7 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 						if st.IsFault() {
 							st.Length = min(st.Length, b.faultEnd())
 						}
-						if len(out) == MaxReferenceSeeds {
+						if len(out) == limit {
 							return out, nil
 						}
 						out = append(out, Schedule{Knobs: r.knobs, Steps: []Step{st}})
