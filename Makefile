@@ -49,10 +49,11 @@ fuzz-fluxcd-loss: deps assets source-controller ## the FluxCD campaign over lag 
 fuzz-contention: assets ## a bounded campaign (FUZZTIME) on the contention scenario's blind variant with two replicas; prints the finding
 	@hack/fuzz.sh FuzzContentionBlind ./scenarios/contention/ $(FUZZTIME)
 
-fuzz-figures: deps assets source-controller ## median time-to-finding from an empty corpus (5 runs) and execs/min, per target
+fuzz-figures: deps assets source-controller ## per target, 5 campaigns from an empty corpus: median time to a finding, seed or mutator, execs/min, an execution's time by phase
 	@hack/fuzz-figures.sh FuzzContentionBlind ./scenarios/contention/ 5 120s
 	@hack/fuzz-figures.sh FuzzContentionRealisticBlind ./scenarios/contention/ 5 300s
 	@hack/fuzz.sh FuzzContentionRealisticOptimistic ./scenarios/contention/ 3m
+	@hack/fuzz-figures.sh FuzzFluxGitRepositoryAnchoredLoss ./scenarios/fluxcd/ 5 90s
 	@hack/fuzz-figures.sh FuzzFluxGitRepositoryLoss ./scenarios/fluxcd/ 5 5m
 
 KCM_TARGET ?= FuzzJobGateOff

@@ -26,8 +26,21 @@
 // write, optionally reconnecting to a lagging apiserver). A Realistic
 // schedule has at most one fault, and its bounds must leave room for it
 // (Bounds.fits: client-go's relist backoff, RestartBudget, the lag), so an
-// execution still fits Budget by construction. New spaces never change what
-// existing corpus bytes mean in theirs.
+// execution still fits Budget by construction. AnchoredLoss has LagAndLoss's
+// actions in Realistic's records, so its steps too can be anchored to the
+// Nth matching event. New spaces never change what existing corpus bytes mean
+// in theirs.
+//
+// Seeds: a scenario's own (Scenario.Seeds), and in Realistic and AnchoredLoss
+// those the fuzz coordinator derives from reference runs without lag before
+// fuzzing (referenceSeeds: each action of the space right after each of the
+// first positions of the clean run's events and writes; bounded by
+// MaxReferenceSettings, MaxReferencePositions and about ReferenceSeedsReplay
+// of replay, between MinReferenceSeeds and MaxReferenceSeeds). A finding
+// says whether its input was a seed or the mutator's. Each execution's time
+// by phase is in Result.Phases, and each worker's mean in its stats file.
+//
+// Main shares one control plane among a test binary's Envs.
 //
 // Controllers started with Exec.StartManager or Exec.Command are restartable
 // under the proxy client they run as (Exec.Restart): a manager is stopped and
@@ -62,7 +75,8 @@
 //
 // # Environment variables
 //
-//   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds, so that a
+//   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds and no
+//     reference-run seeds (Realistic, AnchoredLoss), so that a
 //     campaign measures what the mutator finds on its own.
 //   - STALEFUZZ_FINDINGS: directory for findings' traces, pictures and the
 //     harness error log. Default: $TMPDIR/stalefuzz-findings. When set, a
