@@ -3,7 +3,8 @@
 # fuzz target from an empty corpus (a copy of the working tree without the
 # target's committed corpus, and an empty fuzz cache), RUNS times, and the
 # median. The time is go test's whole wall clock up to the failure, control
-# plane start and warm-up included; minimization is off.
+# plane start and warm-up included; minimization is off. Workers:
+# STALEFUZZ_WORKERS (default 1).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
@@ -17,7 +18,7 @@ for i in $(seq 1 "$runs"); do
 	rm -rf "$work"/* && fresh_copy "$work" "$target" "$pkg"
 	go clean -fuzzcache
 	start=$(date +%s%N)
-	out=$(cd "$work" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$budget" -fuzzminimizetime=10x -parallel=1 "$pkg" 2>&1 || true)
+	out=$(cd "$work" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$budget" -fuzzminimizetime=10x -parallel="${STALEFUZZ_WORKERS:-1}" "$pkg" 2>&1 || true)
 	t=$(awk -v ns=$(($(date +%s%N) - start)) 'BEGIN {printf "%.1f", ns / 1e9}')
 	cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | sed "s/^/run $i: figures: /"
 	rm -f "$STALEFUZZ_FINDINGS"/stats-*.log
