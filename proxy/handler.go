@@ -69,7 +69,7 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch info.Verb {
 	case "create", "update", "patch", "delete", "deletecollection":
-		body := holdBody(r)
+		body := peekBody(r)
 		var deleteRV string
 		ex.rec.Write, deleteRV = describeWrite(r, info.Verb, info.Subresource, body)
 		ex.rec.SentRV = or(bodyResourceVersion(body, r.Header.Get("Content-Type")), deleteRV)
@@ -149,24 +149,6 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex.rec.Code = sw.status()
 	ex.rec.Latency = time.Since(ex.rec.Start)
 	p.trace.AddRequest(ex.rec)
-}
-
-// holdBody reads a write's body, restoring it for forwarding, and returns
-// it; nil when there is none or it is larger than maxCapture.
-func holdBody(r *http.Request) []byte {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil
-	}
-	head, err := io.ReadAll(io.LimitReader(r.Body, maxCapture+1))
-	rest := r.Body
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(head), rest), rest}
-	if err != nil || len(head) > maxCapture {
-		return nil
-	}
-	return head
 }
 
 func (c *Client) modifyResponse(resp *http.Response) error {
