@@ -68,8 +68,24 @@ type Env struct {
 
 	fixture any
 	cleanup func() error
+	// Ready is how long NewEnv took, by part.
+	Ready Readiness
+
 	crds    []*apiextensionsv1.CustomResourceDefinition // the scenario's, installed
 	ownCP   bool                                        // false: the control plane is Main's, shared
+}
+
+// Readiness is where an Env's start went: the control plane (started, or
+// joined under Main) with the scenario's CRDs in discovery and the proxy;
+// the scenario's Setup; and the warm-up execution, which pays for discovery,
+// REST mappings and connections outside any execution's clock.
+type Readiness struct {
+	ControlPlane, Setup, WarmUp time.Duration
+}
+
+func (r Readiness) String() string {
+	return fmt.Sprintf("%.1fs (control plane, CRDs and proxy %.1fs, setup %.1fs, warm-up execution %.1fs)",
+		(r.ControlPlane + r.Setup + r.WarmUp).Seconds(), r.ControlPlane.Seconds(), r.Setup.Seconds(), r.WarmUp.Seconds())
 }
 
 // execSeq numbers the executions of this process, over every Env: Envs that
@@ -96,6 +112,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if e.scheme == nil {
 		e.scheme = clientgoscheme.Scheme
 	}
+	began := time.Now()
 	var err error
 	e.cp, e.crds, e.ownCP, err = controlPlane(envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true}, share)
 	if err != nil {
@@ -123,6 +140,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if err := e.primeRESTMappings(); err != nil {
 		return nil, err
 	}
+	e.Ready.ControlPlane = time.Since(began)
 	if s.Setup != nil {
 		dir, err := os.MkdirTemp(e.cp.Dir(), "fixture-")
 		if err != nil {
@@ -134,11 +152,13 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	}
 	// A first execution pays for discovery, REST mappings and connections;
 	// it runs here, outside any execution's clock, with relaxed budgets.
+	e.Ready.Setup = time.Since(began) - e.Ready.ControlPlane
 	e.slack = 10
 	if _, err := e.run(context.Background(), Schedule{Knobs: map[string]int{}}, runOptions{}); err != nil {
 		return nil, fmt.Errorf("scenario %s: warm-up execution without lag: %w", s.Name, err)
 	}
 	e.slack = 1
+	e.Ready.WarmUp = time.Since(began) - e.Ready.ControlPlane - e.Ready.Setup
 	return e, nil
 }
 

@@ -72,6 +72,7 @@ func Fuzz(f *testing.F, s Scenario) {
 		f.Fuzz(func(*testing.T, []byte) {})
 		return
 	}
+	fuzzing := isFuzzing()
 	env, err := NewEnv(s)
 	if err != nil {
 		f.Fatalf("scenario %s: %v", s.Name, err)
@@ -81,7 +82,6 @@ func Fuzz(f *testing.F, s Scenario) {
 			f.Errorf("scenario %s: %v", s.Name, err)
 		}
 	})
-	fuzzing := isFuzzing()
 	if fuzzing && s.Differential != nil {
 		env.prepareReferences(f)
 	}
@@ -107,7 +107,7 @@ func Fuzz(f *testing.F, s Scenario) {
 		if fuzzing {
 			// Rewritten after every execution: go test ends a worker without
 			// running its cleanups.
-			writeStats(s.Name, execs, harnessErrs, time.Since(began), phases.Div(execs-harnessErrs))
+			writeStats(s.Name, env.Ready, execs, harnessErrs, time.Since(began), phases.Div(execs-harnessErrs))
 		}
 		if err != nil {
 			if fuzzing {
@@ -310,12 +310,13 @@ func findingsDir() string {
 	return filepath.Join(os.TempDir(), "stalefuzz-findings")
 }
 
-// writeStats writes one worker's execution rate, and where an execution's
-// time goes on average, to stats-<pid>.log in the findings directory: go test
+// writeStats writes how long one worker took to be ready, its execution
+// rate, and where an execution's time goes on average, to stats-<pid>.log in the findings directory: go test
 // -fuzz's own count leaves out the executions it spends minimizing.
-func writeStats(scenario string, execs, harnessErrs int, d time.Duration, mean Phases) {
-	line := fmt.Sprintf("%s: worker %d: %d executions (%d harness errors) in %.0fs of fuzzing: %.1f executions/min\n%s: worker %d: one execution, on average: %s\n",
-		scenario, os.Getpid(), execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes(), scenario, os.Getpid(), mean)
+func writeStats(scenario string, ready Readiness, execs, harnessErrs int, d time.Duration, mean Phases) {
+	w := fmt.Sprintf("%s: worker %d", scenario, os.Getpid())
+	line := fmt.Sprintf("%s: ready to fuzz in %s\n%s: %d executions (%d harness errors) in %.0fs of fuzzing: %.1f executions/min\n%s: one execution, on average: %s\n",
+		w, ready, w, execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes(), w, mean)
 	if os.MkdirAll(findingsDir(), 0o755) == nil {
 		_ = os.WriteFile(filepath.Join(findingsDir(), fmt.Sprintf("stats-%d.log", os.Getpid())), []byte(line), 0o644)
 	}
