@@ -71,8 +71,8 @@ type Env struct {
 	// Ready is how long NewEnv took, by part.
 	Ready Readiness
 
-	crds    []*apiextensionsv1.CustomResourceDefinition // the scenario's, installed
-	ownCP   bool                                        // false: the control plane is Main's, shared
+	crds  []*apiextensionsv1.CustomResourceDefinition // the scenario's, installed
+	ownCP bool                                        // false: the control plane is Main's, shared
 }
 
 // Readiness is where an Env's start went: the control plane (started, or
