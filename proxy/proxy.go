@@ -75,7 +75,7 @@ type Proxy struct {
 	clients  map[string]*Client
 	streams  map[*stream]struct{}
 	conns    map[*trackedConn]struct{}
-	hijacked map[*hijackedConn]struct{}
+	hijacked map[*trackedConn]struct{}
 }
 
 // Client is one named client's own front door to the proxy: a listener on
@@ -134,7 +134,7 @@ func (p *Proxy) Start() (retErr error) {
 	p.clients = map[string]*Client{}
 	p.streams = map[*stream]struct{}{}
 	p.conns = map[*trackedConn]struct{}{}
-	p.hijacked = map[*hijackedConn]struct{}{}
+	p.hijacked = map[*trackedConn]struct{}{}
 	p.started = true
 	return nil
 }
@@ -341,15 +341,7 @@ func (p *Proxy) Stop() error {
 	utilnet.CloseIdleConnectionsFor(p.upgrades)
 	// An HTTP/2 connection may still be winding down its cancelled streams,
 	// so it is not idle yet: close it.
-	p.mu.Lock()
-	conns := make([]*trackedConn, 0, len(p.conns))
-	for c := range p.conns {
-		conns = append(conns, c)
-	}
-	p.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
+	p.closeAll(p.conns)
 	return errors.Join(errs...)
 }
 
@@ -396,28 +388,53 @@ func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, p: p}
+	tc, err := p.track(c, p.conns)
+	if err != nil {
+		return nil, err // not a nil *trackedConn in a non-nil net.Conn
+	}
+	return tc, nil
+}
+
+// trackedConn is a connection Stop closes: an upstream one (in p.conns) or a
+// client one hijacked for an upgrade (in p.hijacked).
+type trackedConn struct {
+	net.Conn
+	p    *Proxy
+	set  map[*trackedConn]struct{}
+	once sync.Once
+}
+
+// track records c in set, or closes it if the proxy is stopping.
+func (p *Proxy) track(c net.Conn, set map[*trackedConn]struct{}) (*trackedConn, error) {
+	tc := &trackedConn{Conn: c, p: p, set: set}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
 		_ = c.Close()
 		return nil, errors.New("proxy: stopped")
 	}
-	p.conns[tc] = struct{}{}
+	set[tc] = struct{}{}
 	return tc, nil
-}
-
-type trackedConn struct {
-	net.Conn
-	p    *Proxy
-	once sync.Once
 }
 
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
 		c.p.mu.Lock()
-		delete(c.p.conns, c)
+		delete(c.set, c)
 		c.p.mu.Unlock()
 	})
 	return c.Conn.Close()
+}
+
+// closeAll closes every connection in set.
+func (p *Proxy) closeAll(set map[*trackedConn]struct{}) {
+	p.mu.Lock()
+	conns := make([]*trackedConn, 0, len(set))
+	for c := range set {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 )
 
 // isUpgrade reports whether h asks to switch protocols (Connection: Upgrade
@@ -57,38 +56,17 @@ func (w hijackTracker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	hc := &hijackedConn{Conn: conn, p: w.p}
-	w.p.mu.Lock()
-	defer w.p.mu.Unlock()
-	if w.p.stopped {
-		_ = conn.Close()
-		return nil, nil, errors.New("proxy: stopped")
+	hc, err := w.p.track(conn, w.p.hijacked)
+	if err != nil {
+		return nil, nil, err
 	}
-	w.p.hijacked[hc] = struct{}{}
 	return hc, brw, nil
-}
-
-// hijackedConn is a client connection taken over for an upgrade, which Stop
-// closes.
-type hijackedConn struct {
-	net.Conn
-	p    *Proxy
-	once sync.Once
-}
-
-func (c *hijackedConn) Close() error {
-	c.once.Do(func() {
-		c.p.mu.Lock()
-		delete(c.p.hijacked, c)
-		c.p.mu.Unlock()
-	})
-	return c.Conn.Close()
 }
 
 // CloseWrite half-closes the connection, so that the end of the apiserver's
 // side reaches the client while the client may still send (the ReverseProxy
 // does this when the connection supports it, as a TCP connection does).
-func (c *hijackedConn) CloseWrite() error {
+func (c *trackedConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
@@ -97,14 +75,4 @@ func (c *hijackedConn) CloseWrite() error {
 
 // closeHijacked closes every hijacked client connection; the ReverseProxy's
 // relay of each then ends.
-func (p *Proxy) closeHijacked() {
-	p.mu.Lock()
-	conns := make([]*hijackedConn, 0, len(p.hijacked))
-	for c := range p.hijacked {
-		conns = append(conns, c)
-	}
-	p.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
+func (p *Proxy) closeHijacked() { p.closeAll(p.hijacked) }

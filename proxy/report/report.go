@@ -87,7 +87,7 @@ func fromRules(p Page) Page {
 	}
 	var end time.Time
 	for _, e := range p.Trace.Entries() {
-		for _, t := range []time.Time{entryTime(e), entryEnd(e)} {
+		for _, t := range []time.Time{e.Time(), entryEnd(e)} {
 			if t.After(end) {
 				end = t
 			}
@@ -119,16 +119,6 @@ func fromRules(p Page) Page {
 		}
 	}
 	return p
-}
-
-func entryTime(e trace.Entry) time.Time {
-	switch {
-	case e.Request != nil:
-		return e.Request.Start
-	case e.Event != nil:
-		return e.Event.Arrived
-	}
-	return e.Rules.At
 }
 
 func entryEnd(e trace.Entry) time.Time {

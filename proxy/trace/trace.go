@@ -343,11 +343,13 @@ func (t Trace) Entries() []Entry {
 	for i := range t.Rules {
 		out = append(out, Entry{Rules: &t.Rules[i]})
 	}
-	slices.SortStableFunc(out, func(a, b Entry) int { return a.time().Compare(b.time()) })
+	slices.SortStableFunc(out, func(a, b Entry) int { return a.Time().Compare(b.Time()) })
 	return out
 }
 
-func (e Entry) time() time.Time {
+// Time is when the entry began: a request's Start, an event's arrival, a rule
+// change's At.
+func (e Entry) Time() time.Time {
 	switch {
 	case e.Request != nil:
 		return e.Request.Start
