@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -138,6 +140,9 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 		return nil, fmt.Errorf("unable to create direct client: %w", err)
 	}
 	if err := e.primeRESTMappings(); err != nil {
+		return nil, err
+	}
+	if err := e.primeServing(); err != nil {
 		return nil, err
 	}
 	e.Ready.ControlPlane = time.Since(began)
@@ -313,7 +318,9 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		}
 	}
 	var lagOver time.Time
-	res.Settled, lagOver = e.settle(ctx, x, lagEnd, deadline.Add(SettleBudget*e.slack))
+	// Quiet counts from the end of the lag or of the workload, whichever
+	// is later: a slow workload write must not count as quiet time.
+	res.Settled, lagOver = e.settle(ctx, x, maxTime(lagEnd, driven), deadline.Add(SettleBudget*e.slack))
 	settled := time.Now()
 	res.Phases.Lag = max(0, lagOver.Sub(driven))
 	res.Phases.Settle = settled.Sub(maxTime(lagOver, driven))
@@ -435,7 +442,7 @@ func maxTime(a, b time.Time) time.Time {
 // not settled, only quiet.
 func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) (settled bool, lagOver time.Time) {
 	quiet := e.s.quiet()
-	tick := time.NewTicker(25 * time.Millisecond)
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	// Each tick reads only what the trace recorded since the last one, and
 	// keeps the end of the newest write and which watches are down.
@@ -498,6 +505,59 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) (
 		case <-tick.C:
 		}
 	}
+}
+
+// primeServing waits until the apiserver serves every CRD's resource as it
+// will during the executions. A freshly installed CRD's watch cache answers
+// 429 "storage is (re)initializing" for a moment, and client-go then waits
+// the Retry-After (a second) before it tries again; and for two seconds
+// after a CRD was established, the apiserver holds every create of its
+// objects for two seconds (customresource_handler.go: "we want to track
+// recently created CRDs ... in HA environments"). Both waits belong to the
+// Env's start, not to an execution.
+func (e *Env) primeServing() error {
+	dc, err := discovery.NewDiscoveryClientForConfig(e.cp.Config)
+	if err != nil {
+		return fmt.Errorf("scenario %s: unable to create a discovery client: %w", e.s.Name, err)
+	}
+	var createsHeldUntil time.Time
+	for _, installed := range e.crds {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		raw, err := dc.RESTClient().Get().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", installed.Name).DoRaw(context.Background())
+		if err == nil {
+			err = json.Unmarshal(raw, crd)
+		}
+		if err != nil {
+			return fmt.Errorf("scenario %s: unable to get CustomResourceDefinition %s: %w", e.s.Name, installed.Name, err)
+		}
+		for _, c := range crd.Status.Conditions {
+			// The condition's time is kept to the second; the apiserver
+			// compares with that.
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				createsHeldUntil = maxTime(createsHeldUntil, c.LastTransitionTime.Add(2*time.Second))
+			}
+		}
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			path := "/apis/" + crd.Spec.Group + "/" + v.Name + "/" + crd.Spec.Names.Plural
+			var last error
+			err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				body, err := dc.RESTClient().Get().AbsPath(path).Param("watch", "true").Param("resourceVersion", "0").
+					Param("timeoutSeconds", "1").MaxRetries(0).Stream(ctx)
+				if last = err; err != nil {
+					return false, nil
+				}
+				return true, body.Close()
+			})
+			if err != nil {
+				return fmt.Errorf("scenario %s: the apiserver never served a watch of %s: %w", e.s.Name, path, errors.Join(err, last))
+			}
+		}
+	}
+	time.Sleep(time.Until(createsHeldUntil.Add(50 * time.Millisecond)))
+	return nil
 }
 
 func isWrite(verb string) bool {
