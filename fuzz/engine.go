@@ -318,9 +318,9 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		}
 	}
 	var lagOver time.Time
-	// Quiet counts from the end of the lag or of the workload, whichever
-	// is later: a slow workload write must not count as quiet time.
-	res.Settled, lagOver = e.settle(ctx, x, maxTime(lagEnd, driven), deadline.Add(SettleBudget*e.slack))
+	// Quiet counts from the end of the workload too: a slow workload write
+	// must not count as quiet time.
+	res.Settled, res.SettledIdle, lagOver = e.settle(ctx, x, driven, maxTime(lagEnd, driven), deadline.Add(SettleBudget*e.slack))
 	settled := time.Now()
 	res.Phases.Lag = max(0, lagOver.Sub(driven))
 	res.Phases.Settle = settled.Sub(maxTime(lagOver, driven))
@@ -436,18 +436,31 @@ func maxTime(a, b time.Time) time.Time {
 
 // settle waits until the lag is over and then until, for the quiet period, no
 // client wrote and no event was held; false if that did not happen by
-// deadline. It also returns when the lag was first over (zero if never). The lag is over once the schedule's windows have ended, no
-// restart is under way or lagging, and every watch a fault ended (a Break, a
-// 410) has been opened again: a reflector waiting for its relist backoff is
-// not settled, only quiet.
-func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) (settled bool, lagOver time.Time) {
+// deadline. It also returns when the lag was first over (zero if never). The
+// lag is over once the schedule's windows have ended, no restart is under way
+// or lagging, and every watch a fault ended (a Break, a 410) has been opened
+// again: a reflector waiting for its relist backoff is not settled, only
+// quiet.
+//
+// A schedule of watch-event windows only (delay, hold, drop) is over sooner:
+// once nothing is held or delayed, no workload timer is due and the quiet
+// period has passed since the workload, the last write and the last release.
+// Such a window acts only on events, and an event comes only from a write,
+// so the rest of the window could change nothing that settling would not
+// already have missed.
+func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time.Time) (settled, idle bool, lagOver time.Time) {
 	quiet := e.s.quiet()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	eventsOnly := true
+	for _, st := range x.Schedule.Steps {
+		eventsOnly = eventsOnly && !st.IsFault()
+	}
 	// Each tick reads only what the trace recorded since the last one, and
 	// keeps the end of the newest write and which watches are down.
 	var seen trace.Cursor
-	lastWrite := lagEnd
+	lastWrite := driven
+	var busy time.Time             // last seen with an event held or delayed
 	down := map[string]time.Time{} // client|resource → when a fault ended its watch
 	var resumed time.Time          // when the last watch a fault ended was open again
 	for {
@@ -478,6 +491,10 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) (
 				down[key] = maxTime(down[key], ev.Arrived)
 			}
 		}
+		pending := e.proxy.Pending()
+		if pending > 0 {
+			busy = now
+		}
 		x.mu.Lock()
 		over := !now.Before(maxTime(lagEnd, x.lagUntil)) && x.restarting == 0
 		for i, st := range x.Schedule.Steps {
@@ -488,20 +505,24 @@ func (e *Env) settle(ctx context.Context, x *Exec, lagEnd, deadline time.Time) (
 		// A restarted controller, or one whose broken watch is open again,
 		// gets the whole quiet period to act from that moment (and from
 		// when its lagging apiserver caught up).
-		quietSince := maxTime(maxTime(lastWrite, x.lagUntil), resumed)
+		quietSince := maxTime(maxTime(maxTime(lastWrite, lagEnd), x.lagUntil), resumed)
+		idle := eventsOnly && x.timersDue == 0 && pending == 0 && now.Sub(maxTime(lastWrite, busy)) >= quiet
 		x.mu.Unlock()
 		if over && len(down) == 0 && lagOver.IsZero() {
 			lagOver = now
 		}
-		if over && len(down) == 0 && e.proxy.Pending() == 0 && now.Sub(quietSince) >= quiet {
-			return true, lagOver
+		if over && len(down) == 0 && pending == 0 && now.Sub(quietSince) >= quiet {
+			return true, false, lagOver
+		}
+		if !over && idle {
+			return true, true, now
 		}
 		if now.After(deadline) {
-			return false, lagOver
+			return false, false, lagOver
 		}
 		select {
 		case <-ctx.Done():
-			return false, lagOver
+			return false, false, lagOver
 		case <-tick.C:
 		}
 	}

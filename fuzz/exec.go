@@ -51,6 +51,7 @@ type Exec struct {
 	errs        []error
 	procs       []*process
 	timers      []*time.Timer
+	timersDue   int                     // After callbacks not yet run to their end
 	controllers map[string]*controller  // by proxy client name
 	started     map[string]trace.Cursor // where each client's latest start begins in the trace
 	restarts    []Restart
@@ -262,8 +263,14 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 	x.wg.Add(1)
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.timersDue++
 	x.timers = append(x.timers, time.AfterFunc(time.Until(x.mark.Add(d)), func() {
 		defer x.wg.Done()
+		defer func() {
+			x.mu.Lock()
+			x.timersDue--
+			x.mu.Unlock()
+		}()
 		if x.ctx.Err() != nil {
 			return
 		}

@@ -111,6 +111,19 @@ var _ = Describe("contention with MergeFromWithOptimisticLock", func() {
 		res := run(optimistic, holdOwnWrites)
 		Expect(res.Err()).NotTo(HaveOccurred(), res.Report())
 		Expect(conflicts(res)).To(BeNumerically(">", 0), res.Report())
+		Expect(res.SettledIdle).To(BeFalse(), "an event held until the window's end keeps the run from settling before it")
+		Expect(res.Trace.Events).To(ContainElement(And(HaveField("Rule", 0), HaveField("Fate", trace.Released))), "the hold released an event at its end")
+	})
+
+	It("settles before a window that can act on nothing has ended: a hold on a replica that is not running", func() {
+		idle := fuzz.Schedule{Knobs: map[string]int{"replicas": 0}, Steps: []fuzz.Step{{
+			Client: contention.Replica(1), Resource: "rollouts", Length: 2 * time.Second, Action: proxy.Hold,
+		}}}
+		res := run(optimistic, idle)
+		Expect(res.Err()).NotTo(HaveOccurred(), res.Report())
+		Expect(res.Settled).To(BeTrue(), res.Report())
+		Expect(res.SettledIdle).To(BeTrue(), "nothing was held, nobody wrote for the quiet period: the rest of the window could change nothing")
+		Expect(res.Trace.Events).NotTo(ContainElement(HaveField("Client", contention.Replica(1))))
 	})
 })
 
