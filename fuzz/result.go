@@ -17,22 +17,22 @@ import (
 
 // Result is what one execution did and which oracles it violated.
 type Result struct {
-	Scenario   string
-	Namespace  string
-	Schedule   Schedule
-	Mark       time.Time
-	Elapsed    time.Duration
-	Settled    bool // lag over, then no writes and nothing held for the quiet period
+	Scenario  string
+	Namespace string
+	Schedule  Schedule
+	Mark      time.Time
+	Elapsed   time.Duration
+	Settled   bool // lag over, then no writes and nothing held for the quiet period
 	// SettledIdle is true when the run settled before the schedule's
 	// windows had ended: they act on watch events only (delay, hold, drop),
 	// nothing was held or delayed, no workload timer was due, and no client
 	// wrote for the quiet period, so the rest of the windows could change
 	// nothing.
 	SettledIdle bool
-	Converged  bool // the Convergence oracle's objects converged
-	Restarts   []Restart
-	Trace      trace.Trace
-	Violations []Violation
+	Converged   bool // the Convergence oracle's objects converged
+	Restarts    []Restart
+	Trace       trace.Trace
+	Violations  []Violation
 	// Phases is where the execution's time went.
 	Phases Phases
 }
