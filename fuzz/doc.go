@@ -36,8 +36,11 @@
 // fuzzing (referenceSeeds: each action of the space right after each of the
 // first positions of the clean run's events and writes; bounded by
 // MaxReferenceSettings, MaxReferencePositions and about ReferenceSeedsReplay
-// of replay, between MinReferenceSeeds and MaxReferenceSeeds). A finding
-// says whether its input was a seed or the mutator's. Each execution's time
+// of replay, between MinReferenceSeeds and MaxReferenceSeeds). While
+// fuzzing, in every space, the scenario without lag in each of its first
+// MaxReferenceSettings knob settings is a seed too (noLagSeeds), after the
+// others: a race that needs no fault shows there. A finding says whether its
+// input was a seed or the mutator's. Each execution's time
 // by phase is in Result.Phases, and each worker's mean in its stats file.
 //
 // Main shares one control plane among a test binary's Envs.
@@ -75,8 +78,8 @@
 //
 // # Environment variables
 //
-//   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds and no
-//     reference-run seeds (Realistic, AnchoredLoss), so that a
+//   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds, no
+//     no-lag seeds and no reference-run seeds (Realistic, AnchoredLoss), so that a
 //     campaign measures what the mutator finds on its own.
 //   - STALEFUZZ_FINDINGS: directory for findings' traces, pictures and the
 //     harness error log. Default: $TMPDIR/stalefuzz-findings. When set, a

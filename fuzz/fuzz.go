@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -63,11 +64,20 @@ func Fuzz(f *testing.F, s Scenario) {
 			f.Skipf("scenario %s: no committed corpus entries (testdata/fuzz/%s) and no seeds to replay", s.Name, f.Name())
 		}
 	}
+	// While fuzzing, the scenario without lag in each knob setting is a seed
+	// too, after the others: a race that needs no fault shows there.
+	var noLag [][]byte
+	if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && flagValue("test.fuzz") != "" {
+		noLag = noLagSeeds(s, origins)
+	}
 	if isCoordinator(f.Name()) {
 		// The coordinator owns the corpus: seeds from reference runs are
 		// added here, before fuzzing starts.
 		if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && s.Space.anchored() {
 			addReferenceSeeds(f, s)
+		}
+		for _, b := range noLag {
+			f.Add(b)
 		}
 		f.Fuzz(func(*testing.T, []byte) {})
 		return
@@ -148,6 +158,21 @@ func Fuzz(f *testing.F, s Scenario) {
 	})
 }
 
+// noLagSeeds encodes the scenario without lag in each of its first
+// MaxReferenceSettings knob settings (fewest knobs away from zero first),
+// leaving out inputs origins already has, and records their origin there.
+func noLagSeeds(s Scenario, origins map[string]string) [][]byte {
+	var out [][]byte
+	for _, knobs := range knobSettings(s.Knobs, MaxReferenceSettings) {
+		b := s.Encode(Schedule{Knobs: knobs})
+		if _, dup := origins[string(b)]; !dup {
+			origins[string(b)] = fmt.Sprintf("the no-lag seed %d", len(out))
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // addReferenceSeeds runs the scenario's reference runs in a control plane of
 // the coordinator's own, stopped before fuzzing begins, and adds the seeds
 // derived from them (referenceSeeds). It says on stderr what it is doing: it
@@ -196,20 +221,7 @@ func writeFinding(res *Result, scenario string, input []byte) (tracePath, pictur
 // prepareReferences runs the no-lag reference for every knob setting before
 // fuzzing, so that no execution pays for one inside its clock.
 func (e *Env) prepareReferences(f *testing.F) {
-	combos := []map[string]int{{}}
-	for _, k := range e.s.Knobs {
-		var next []map[string]int
-		for _, c := range combos {
-			for v := range max(1, k.Values) {
-				m := map[string]int{k.Name: v}
-				for kk, vv := range c {
-					m[kk] = vv
-				}
-				next = append(next, m)
-			}
-		}
-		combos = next
-	}
+	combos := knobSettings(e.s.Knobs, math.MaxInt)
 	if len(combos) > 16 {
 		f.Logf("scenario %s: %d knob settings: differential references computed on first use", e.s.Name, len(combos))
 		return

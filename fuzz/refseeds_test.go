@@ -42,3 +42,18 @@ func TestReferencePositionsCountAfterTheMark(t *testing.T) {
 		t.Errorf("countWrites = %d, want the 1 stored write after the mark", n)
 	}
 }
+
+func TestNoLagSeedsOnePerKnobSettingAfterTheScenarios(t *testing.T) {
+	s := Scenario{Knobs: []Knob{{Name: "replicas", Values: 2}}}
+	taken := map[string]string{string(s.Encode(Schedule{Knobs: map[string]int{"replicas": 0}})): "the scenario's seed 0"}
+	seeds := noLagSeeds(s, taken)
+	if len(seeds) != 1 {
+		t.Fatalf("got %d no-lag seeds, want 1: replicas=0 is the scenario's own seed already", len(seeds))
+	}
+	if got := s.Decode(seeds[0]); got.String() != "replicas=1; no lag" {
+		t.Errorf("no-lag seed decodes to %q, want %q", got, "replicas=1; no lag")
+	}
+	if taken[string(seeds[0])] != "the no-lag seed 0" {
+		t.Errorf("origin %q, want %q", taken[string(seeds[0])], "the no-lag seed 0")
+	}
+}
