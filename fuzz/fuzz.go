@@ -153,8 +153,15 @@ func Fuzz(f *testing.F, s Scenario) {
 		default:
 			origin = "the mutator"
 		}
-		t.Fatalf("%s\ninput: %x (from %s)\ntrace: %s\npicture: %s\nreproduce: go test -run='%s/<corpus entry>' on the entry go test -fuzz saved in testdata/fuzz/%s/",
-			res.Report(), input, origin, path, picture, f.Name(), f.Name())
+		// go test -fuzz saves a mutated input in testdata, a failing seed
+		// nowhere: the entry is written next to the trace either way.
+		entry, name, err := writeCorpusEntry(findingsDir(), findingName(s.Name, input), input)
+		keep := fmt.Sprintf("mkdir -p testdata/fuzz/%[1]s && cp %[2]s testdata/fuzz/%[1]s/%[3]s && go test -run='^%[1]s/%[3]s$'", f.Name(), entry, name)
+		if err != nil {
+			keep = "(corpus entry not written: " + err.Error() + ")"
+		}
+		t.Fatalf("%s\ninput: %x (from %s)\ntrace: %s\npicture: %s\nkeep it as a regression row: %s",
+			res.Report(), input, origin, path, picture, keep)
 	})
 }
 
@@ -203,10 +210,15 @@ func addReferenceSeeds(f *testing.F, s Scenario) {
 	fmt.Fprintf(os.Stderr, "stalefuzz: %s: %d seeds from reference runs in %.1fs\n", s.Name, len(seeds), time.Since(began).Seconds())
 }
 
+// findingName names a finding's files: the scenario and the input's hash.
+func findingName(scenario string, input []byte) string {
+	return fmt.Sprintf("%s-%x", scenario, sha256.Sum256(input))[:len(scenario)+13]
+}
+
 // writeFinding writes an execution's trace and picture into the findings
 // directory and returns their paths, or why each was not written.
 func writeFinding(res *Result, scenario string, input []byte) (tracePath, picture string) {
-	name := fmt.Sprintf("%s-%x", scenario, sha256.Sum256(input))[:len(scenario)+13]
+	name := findingName(scenario, input)
 	tracePath, err := res.WriteTrace(findingsDir(), name)
 	if err != nil {
 		tracePath = "(not written: " + err.Error() + ")"
@@ -351,6 +363,22 @@ func appendLine(name, line string) {
 	}
 	defer f.Close()
 	fmt.Fprintln(f, line)
+}
+
+// writeCorpusEntry writes input as a go test fuzz v1 corpus file, dir/base.input,
+// and returns its path and the name go test would give it (the first 16 hex
+// digits of its SHA-256).
+func writeCorpusEntry(dir, base string, input []byte) (path, name string, err error) {
+	body := "go test fuzz v1\n[]byte(" + strconv.Quote(string(input)) + ")\n"
+	name = fmt.Sprintf("%x", sha256.Sum256([]byte(body)))[:16]
+	path = filepath.Join(dir, base+".input")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("unable to create findings directory %s: %w", dir, err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		return "", "", fmt.Errorf("unable to write corpus entry %s: %w", path, err)
+	}
+	return path, name, nil
 }
 
 // ReadCorpusEntry reads a []byte input from a file go test -fuzz wrote

@@ -247,3 +247,21 @@ func TestAnchoredLossMovesADropByOneByte(t *testing.T) {
 		t.Fatalf("byte [5] + 1 decoded %s, want the drop after the first 6", st)
 	}
 }
+
+func TestCorpusEntryRoundTrip(t *testing.T) {
+	input := []byte{0x00, 0xff, '"', '\\', 'a', 0x80}
+	path, name, err := writeCorpusEntry(t.TempDir(), "scenario-0123456789ab", input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadCorpusEntry(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(input) {
+		t.Errorf("read back %q, wrote %q", got, input)
+	}
+	if len(name) != 16 {
+		t.Errorf("name %q: want go test's 16 hex digits", name)
+	}
+}

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # fuzz-figures.sh TARGET PACKAGE RUNS BUDGET: time to the first finding of a
-# fuzz target from an empty corpus (a copy of the working tree without the
-# target's committed corpus, and an empty fuzz cache), RUNS times, and the
-# median. The time is go test's whole wall clock up to the failure, control
-# plane start and warm-up included; minimization is off. Workers:
-# STALEFUZZ_WORKERS (default 1).
+# fuzz target from an empty corpus (no committed corpus, a fuzz cache of its
+# own), RUNS times, and the median. The test binary is built once (go test -c
+# -fuzz, timed apart); each run is timed from the binary's start to its
+# failure, the coordinator's reference runs, the control plane's start and
+# the warm-up included. Workers: STALEFUZZ_WORKERS (default 1).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
@@ -12,13 +12,15 @@ target=${1:?target}; pkg=${2:?package}; runs=${3:-5}; budget=${4:-120s}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export STALEFUZZ_FINDINGS="$work/.findings"
+built=$(date +%s%N)
+build_fuzz_binary "$target" "$pkg" "$work/$target.test"
+echo "built the test binary (go test -c -fuzz) in $(awk -v ns=$(($(date +%s%N) - built)) 'BEGIN {printf "%.1f", ns / 1e9}')s; each run below is timed from the binary's start"
 times=()
 origins=()
 for i in $(seq 1 "$runs"); do
-	rm -rf "$work"/* && fresh_copy "$work" "$target" "$pkg"
-	go clean -fuzzcache
+	mkdir "$work/run-$i"
 	start=$(date +%s%N)
-	out=$(cd "$work" && go test -run='^$' -fuzz="^${target}\$" -fuzztime="$budget" -fuzzminimizetime=10x -parallel="${STALEFUZZ_WORKERS:-1}" "$pkg" 2>&1 || true)
+	out=$(run_campaign "$work/$target.test" "$target" "$work/run-$i" "$budget" "${STALEFUZZ_WORKERS:-1}" 2>&1 || true)
 	t=$(awk -v ns=$(($(date +%s%N) - start)) 'BEGIN {printf "%.1f", ns / 1e9}')
 	cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | sed "s/^/run $i: figures: /"
 	rm -f "$STALEFUZZ_FINDINGS"/stats-*.log
