@@ -463,6 +463,8 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 	var busy time.Time             // last seen with an event held or delayed
 	down := map[string]time.Time{} // client|resource → when a fault ended its watch
 	var resumed time.Time          // when the last watch a fault ended was open again
+	var asked time.Time            // when the idle probes were last asked
+	idleSeen := false              // and what they said
 	for {
 		now := time.Now()
 		var newer trace.Trace
@@ -505,16 +507,31 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		// A restarted controller, or one whose broken watch is open again,
 		// gets the whole quiet period to act from that moment (and from
 		// when its lagging apiserver caught up).
-		quietSince := maxTime(maxTime(maxTime(lastWrite, lagEnd), x.lagUntil), resumed)
-		idle := eventsOnly && x.timersDue == 0 && pending == 0 && now.Sub(maxTime(lastWrite, busy)) >= quiet
+		quietSince := maxTime(maxTime(maxTime(maxTime(lastWrite, lagEnd), x.lagUntil), resumed), busy)
+		windowsIdle := eventsOnly && x.timersDue == 0
 		x.mu.Unlock()
 		if over && len(down) == 0 && lagOver.IsZero() {
 			lagOver = now
 		}
-		if over && len(down) == 0 && pending == 0 && now.Sub(quietSince) >= quiet {
+		// Quiet long enough: the scenario's Quiet, or ProbedQuiet when every
+		// running client's probe says it has no work left (asked at most
+		// every probeInterval, once the shorter quiet has passed).
+		quietFor := func(since time.Time) bool {
+			if now.Sub(since) >= quiet {
+				return true
+			}
+			if now.Sub(since) < ProbedQuiet || !x.probed() {
+				return false
+			}
+			if now.Sub(asked) >= probeInterval {
+				asked, idleSeen = now, x.idle(ctx)
+			}
+			return idleSeen
+		}
+		if over && len(down) == 0 && pending == 0 && quietFor(quietSince) {
 			return true, false, lagOver
 		}
-		if !over && idle {
+		if !over && windowsIdle && len(down) == 0 && pending == 0 && quietFor(maxTime(lastWrite, busy)) {
 			return true, true, now
 		}
 		if now.After(deadline) {

@@ -53,6 +53,7 @@ type Exec struct {
 	timers      []*time.Timer
 	timersDue   int                     // After callbacks not yet run to their end
 	controllers map[string]*controller  // by proxy client name
+	probes      map[string]IdleProbe    // by proxy client name (Idle)
 	started     map[string]trace.Cursor // where each client's latest start begins in the trace
 	restarts    []Restart
 	restarted   map[int]bool // restart steps done

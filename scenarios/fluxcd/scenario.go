@@ -121,6 +121,8 @@ func scenario(minRetry, maxRetry time.Duration) fuzz.Scenario {
 		Fields:    []string{"status.conditions", "reason"},
 		// Settled means no write for longer than the longest retry backoff:
 		// a source-controller that keeps retrying never counts as settled.
+		// Its metrics (fuzz.ReconcileMetrics) settle a run sooner when its
+		// last reconcile succeeded.
 		Quiet: min(maxRetry, MaxRetryDelay) + 500*time.Millisecond,
 		Setup: setup,
 		Start: func(ctx context.Context, x *fuzz.Exec) error {
@@ -213,6 +215,11 @@ func start(ctx context.Context, x *fuzz.Exec, bin string, minRetry, maxRetry tim
 		return err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	metrics := "127.0.0.1:" + strconv.Itoa(metricsPort)
 	storage := filepath.Join(x.Dir(), "storage")
 	if err := os.Mkdir(storage, 0o755); err != nil {
 		return fmt.Errorf("unable to create storage directory: %w", err)
@@ -225,7 +232,7 @@ func start(ctx context.Context, x *fuzz.Exec, bin string, minRetry, maxRetry tim
 		"--watch-all-namespaces=false",
 		"--storage-path="+storage,
 		"--storage-addr="+addr, "--storage-adv-addr="+addr,
-		"--metrics-addr=0", "--health-addr=0", "--events-addr=",
+		"--metrics-addr="+metrics, "--health-addr=0", "--events-addr=",
 		"--min-retry-delay="+minRetry.String(), "--max-retry-delay="+maxRetry.String(),
 		"--log-level=debug", "--log-encoding=json",
 	)
@@ -236,6 +243,11 @@ func start(ctx context.Context, x *fuzz.Exec, bin string, minRetry, maxRetry tim
 		return err
 	}
 	logFile.Close() // the child has its own descriptor
+	// Its reconcile results say when it is done: after a success it
+	// requeues only after spec.interval (10 m), after a failure it retries
+	// within MaxRetryDelay. The run then settles ProbedQuiet after the last
+	// write instead of waiting out the longest backoff.
+	x.Idle(Client, fuzz.ReconcileMetrics("http://"+metrics+"/metrics"))
 	return x.WaitForWatch(ctx, Client, "gitrepositories")
 }
 
