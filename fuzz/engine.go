@@ -514,19 +514,16 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 			lagOver = now
 		}
 		// Quiet long enough: the scenario's Quiet, or ProbedQuiet when every
-		// running client's probe says it has no work left (asked at most
-		// every probeInterval, once the shorter quiet has passed).
+		// running client's probe says it has no work left.
+		// The probes are asked from the start, every probeInterval, so
+		// that a retry and the reconcile it causes (a backoff apart) are
+		// seen apart.
+		probed := x.probed()
+		if probed && now.Sub(asked) >= probeInterval {
+			asked, idleSeen = now, x.idle(ctx)
+		}
 		quietFor := func(since time.Time) bool {
-			if now.Sub(since) >= quiet {
-				return true
-			}
-			if now.Sub(since) < ProbedQuiet || !x.probed() {
-				return false
-			}
-			if now.Sub(asked) >= probeInterval {
-				asked, idleSeen = now, x.idle(ctx)
-			}
-			return idleSeen
+			return now.Sub(since) >= quiet || (probed && idleSeen && now.Sub(since) >= ProbedQuiet)
 		}
 		if over && len(down) == 0 && pending == 0 && quietFor(quietSince) {
 			return true, false, lagOver

@@ -19,7 +19,10 @@ import (
 // applies to a client without a probe.
 const ProbedQuiet = 250 * time.Millisecond
 
-// probeInterval bounds how often a settling run asks the probes.
+// probeInterval is how often a settling run asks the probes, from the end of
+// the workload on: shorter than a controller's shortest retry backoff, so
+// that a failed reconcile and the retry it schedules fall between different
+// looks.
 const probeInterval = 50 * time.Millisecond
 
 // IdleProbe says whether a client has work left: a reconcile in flight, an
@@ -86,7 +89,13 @@ func (x *Exec) idle(ctx context.Context) bool {
 //
 // It counts a RequeueAfter as done: use it for controllers whose RequeueAfter
 // outlasts an execution (a periodic resync, say), not for one that polls
-// every second.
+// every second. It relies on controller-runtime's priority queue (the
+// default in v0.24 and v0.25; source-controller v1.9.3 runs v0.24.1), in
+// which a request is queued once: a reconcile that
+// succeeds after a failure has taken the retry the failure scheduled. When
+// the counts of both kinds moved between two looks, it cannot tell which came
+// last and assumes a retry is due, until the counts move again (or the
+// scenario's Quiet settles the run).
 func ReconcileMetrics(url string) IdleProbe {
 	var (
 		last    map[string]float64 // controller|result → count
