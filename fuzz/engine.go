@@ -513,8 +513,9 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		if over && len(down) == 0 && lagOver.IsZero() {
 			lagOver = now
 		}
-		// Quiet long enough: the scenario's Quiet, or ProbedQuiet when every
-		// running client's probe says it has no work left.
+		// Quiet long enough: the scenario's Quiet, or, when every running
+		// client has a probe, their saying at a look ProbedQuiet or more
+		// after the last write that no client has work left.
 		// The probes are asked from the start, every probeInterval, so
 		// that a retry and the reconcile it causes (a backoff apart) are
 		// seen apart.
@@ -523,7 +524,7 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 			asked, idleSeen = now, x.idle(ctx)
 		}
 		quietFor := func(since time.Time) bool {
-			return now.Sub(since) >= quiet || (probed && idleSeen && now.Sub(since) >= ProbedQuiet)
+			return now.Sub(since) >= quiet || (probed && idleSeen && asked.Sub(since) >= ProbedQuiet)
 		}
 		if over && len(down) == 0 && pending == 0 && quietFor(quietSince) {
 			return true, false, lagOver

@@ -12,12 +12,14 @@ import (
 )
 
 // ProbedQuiet is the quiet period of a run whose every running client has an
-// idle probe (Exec.Idle) that says it has no work left: long enough for a
-// watch event the proxy just delivered, or the event of a client's own last
-// write, to reach the client's queue. The scenario's Quiet, which must outlast
-// the longest retry backoff because a retrying controller is silent, still
-// applies to a client without a probe.
-const ProbedQuiet = 250 * time.Millisecond
+// idle probe (Exec.Idle): the probes must say, at a look taken this long or
+// longer after the last write, release or fault, that no client has work
+// left. It is ample for a watch event the proxy just delivered, or the event
+// of a client's own last write, to reach the client's queue (milliseconds
+// here). The scenario's Quiet, which must outlast the longest retry backoff
+// because a retrying controller is silent, applies to a run with a client
+// that has no probe.
+const ProbedQuiet = 150 * time.Millisecond
 
 // probeInterval is how often a settling run asks the probes, from the end of
 // the workload on: shorter than a controller's shortest retry backoff, so
@@ -33,8 +35,9 @@ type IdleProbe func(ctx context.Context) (idle bool, err error)
 
 // Idle registers probe for the named client of this execution (for every
 // instance of it: a restart keeps the probe). Once every running client has
-// one, settling ends ProbedQuiet after the last write, release or fault
-// instead of the scenario's Quiet, when every probe says idle at once. A probe
+// one, a run settles when every probe says idle at a look ProbedQuiet or
+// more after the last write, release or fault, rather than only after the
+// scenario's Quiet. A probe
 // must never call a client idle while a retry is due: settling would then
 // judge a controller that is still retrying.
 func (x *Exec) Idle(client string, probe IdleProbe) {

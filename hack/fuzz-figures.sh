@@ -4,7 +4,8 @@
 # own), RUNS times, and the median. The test binary is built once (go test -c
 # -fuzz, timed apart); each run is timed from the binary's start to its
 # failure, the coordinator's reference runs, the control plane's start and
-# the warm-up included. Workers: STALEFUZZ_WORKERS (default 1).
+# the warm-up included. Workers: STALEFUZZ_WORKERS (default 1: a first
+# finding from a seed comes as fast with one; fuzz.sh defaults to 2).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/lib.sh"
