@@ -14,8 +14,10 @@
 // controllers with caches scoped to it, sets the mark and the lag windows,
 // drives the workload, lets the lag run out, waits for the run to settle
 // (from the proxy trace: no writes and no held events for Scenario.Quiet,
-// after the last window ended), checks the oracles, and stops everything it
-// started. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
+// after the last window ended; sooner when the windows act on events only
+// and nothing is left for them to act on, Result.SettledIdle, or when every
+// client's idle probe says it has no work left, Exec.Idle and ProbedQuiet),
+// checks the oracles, and stops everything it started. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
 // StopBudget) that, with the schedule bounds, keep it under Budget (8 s) by
 // construction, below go test -fuzz's 10 s limit; an overrun is a
 // HarnessError, never a finding.
