@@ -35,10 +35,12 @@ run_campaign "$work/$target.test" "$target" "$work" "$duration" "$workers" 2>&1 
 status=${PIPESTATUS[0]}
 elapsed=$((SECONDS - start))
 
-execs=$(grep -oE 'execs: [0-9]+' "$work/.log" | tail -1 | grep -oE '[0-9]+')
+# Executions: the workers' own counts (go test's progress line leaves out
+# the corpus replay, where a seed's finding happens).
+execs=$(cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | grep -oE ': [0-9]+ executions' | grep -oE '[0-9]+' | awk '{n += $1} END {print n + 0}')
 first=$(grep -m1 -oE 'elapsed: [0-9]+s, execs: [1-9][0-9]*' "$work/.log" | grep -oE '^elapsed: [0-9]+' | grep -oE '[0-9]+')
 echo
-echo "figures: $target: ${execs:-0} executions, ${elapsed}s wall clock in all (control plane start and warm-up included; first execution reported at ${first:-?}s)"
+echo "figures: $target: ${execs} executions, ${elapsed}s wall clock in all (build, control plane start and warm-up included; go test reported its first execution after the corpus replay at ${first:-?}s)"
 cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | sed 's/^/figures: /'
 if grep -q -- '--- FAIL' "$work/.log"; then
 	echo "result: FINDING after ${elapsed}s (report above). To keep its input as a regression row, in ${pkg}:"
