@@ -507,8 +507,11 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		// A restarted controller, or one whose broken watch is open again,
 		// gets the whole quiet period to act from that moment (and from
 		// when its lagging apiserver caught up).
-		quietSince := maxTime(maxTime(maxTime(maxTime(lastWrite, lagEnd), x.lagUntil), resumed), busy)
-		windowsIdle := eventsOnly && x.timersDue == 0
+		// A workload timer (Exec.After) is workload too: its writes go
+		// around the proxy, so the quiet counts from its end, and no run
+		// settles while one is due.
+		timerDone, timersDue := x.timerDone, x.timersDue > 0
+		quietSince := maxTime(maxTime(maxTime(maxTime(maxTime(lastWrite, lagEnd), x.lagUntil), resumed), busy), timerDone)
 		x.mu.Unlock()
 		if over && len(down) == 0 && lagOver.IsZero() {
 			lagOver = now
@@ -526,10 +529,10 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		quietFor := func(since time.Time) bool {
 			return now.Sub(since) >= quiet || (probed && idleSeen && asked.Sub(since) >= ProbedQuiet)
 		}
-		if over && len(down) == 0 && pending == 0 && quietFor(quietSince) {
+		if over && !timersDue && len(down) == 0 && pending == 0 && quietFor(quietSince) {
 			return true, false, lagOver
 		}
-		if !over && windowsIdle && len(down) == 0 && pending == 0 && quietFor(maxTime(lastWrite, busy)) {
+		if !over && eventsOnly && !timersDue && len(down) == 0 && pending == 0 && quietFor(maxTime(maxTime(lastWrite, busy), timerDone)) {
 			return true, true, now
 		}
 		if now.After(deadline) {

@@ -52,6 +52,7 @@ type Exec struct {
 	procs       []*process
 	timers      []*time.Timer
 	timersDue   int                     // After callbacks not yet run to their end
+	timerDone   time.Time               // when the last After callback ended
 	controllers map[string]*controller  // by proxy client name
 	probes      map[string]IdleProbe    // by proxy client name (Idle)
 	started     map[string]trace.Cursor // where each client's latest start begins in the trace
@@ -270,6 +271,7 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 		defer func() {
 			x.mu.Lock()
 			x.timersDue--
+			x.timerDone = time.Now()
 			x.mu.Unlock()
 		}()
 		if x.ctx.Err() != nil {
