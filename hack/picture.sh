@@ -23,7 +23,7 @@ base=${TMPDIR:-/tmp}
 prof=$(mktemp -d "$base/stalefuzz-chromium.XXXXXX")
 trap 'rm -rf "$tmp" "$prof"' EXIT
 HOME=$prof XDG_CONFIG_HOME=$prof/.config XDG_CACHE_HOME=$prof/.cache TMPDIR=$prof \
-	timeout --foreground --kill-after=5 60 chromium --headless --no-sandbox --disable-gpu \
+	timeout --foreground --kill-after=5 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
 	--user-data-dir="$prof/profile" --crash-dumps-dir="$prof/crashes" --no-first-run \
 	--disable-background-networking --disable-component-update --disable-sync --disable-extensions \
 	--enable-logging=stderr --v=0 --dump-dom "file://$html" >"$tmp/dom.html" 2>"$tmp/chromium.log"

@@ -27,7 +27,7 @@ rm -f "$png"
 # --foreground keeps Chromium in this script's process group, so that
 # whoever runs the script can end all of it.
 if ! HOME=$tmp/home XDG_CONFIG_HOME=$tmp/home/.config XDG_CACHE_HOME=$tmp/home/.cache TMPDIR=$tmp \
-	timeout --foreground --kill-after=5 60 chromium --headless --no-sandbox --disable-gpu \
+	timeout --foreground --kill-after=5 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
 	--user-data-dir="$tmp/profile" --crash-dumps-dir="$tmp/crashes" \
 	--no-first-run --no-default-browser-check --disable-background-networking \
 	--disable-component-update --disable-sync --disable-extensions --hide-scrollbars \

@@ -164,9 +164,11 @@ func chromiumEntries(dirs []string) []string {
 func fileURL(path string) string { return (&url.URL{Scheme: "file", Path: path}).String() }
 
 // chromiumFlags keep a headless run to itself: its own profile and crash
-// directory, no first-run work, no background network services.
+// directory, its shared memory in its own TMPDIR rather than /dev/shm (where
+// Chromium now and then leaves a segment behind when it exits), no first-run
+// work, no background network services.
 func chromiumFlags(dir string) []string {
-	return []string{"--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+	return []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--enable-logging=stderr", "--v=0",
 		"--user-data-dir=" + filepath.Join(dir, "profile"), "--crash-dumps-dir=" + filepath.Join(dir, "crashes"),
 		"--no-first-run", "--no-default-browser-check", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--disable-extensions"}
