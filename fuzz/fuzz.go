@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"os"
@@ -371,14 +372,11 @@ func appendLine(name, line string) {
 func writeCorpusEntry(dir, base string, input []byte) (path, name string, err error) {
 	body := "go test fuzz v1\n[]byte(" + strconv.Quote(string(input)) + ")\n"
 	name = fmt.Sprintf("%x", sha256.Sum256([]byte(body)))[:16]
-	path = filepath.Join(dir, base+".input")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", fmt.Errorf("unable to create findings directory %s: %w", dir, err)
-	}
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		return "", "", fmt.Errorf("unable to write corpus entry %s: %w", path, err)
-	}
-	return path, name, nil
+	path, err = writeFindingFile(dir, base+".input", "corpus entry", func(w io.Writer) error {
+		_, err := io.WriteString(w, body)
+		return err
+	})
+	return path, name, err
 }
 
 // ReadCorpusEntry reads a []byte input from a file go test -fuzz wrote

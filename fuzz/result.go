@@ -3,6 +3,7 @@ package fuzz
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -233,35 +234,29 @@ func (r *Result) Timeline(max int) []string {
 // WriteReport writes the execution's picture (Page) as dir/name.html
 // (dir created if needed) and returns the file's path.
 func (r *Result) WriteReport(dir, name string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("unable to create findings directory %s: %w", dir, err)
-	}
-	path := filepath.Join(dir, name+".html")
-	f, err := os.Create(path)
-	if err != nil {
-		return "", fmt.Errorf("unable to create report file: %w", err)
-	}
-	if err := report.Write(f, r.Page()); err != nil {
-		f.Close()
-		return "", fmt.Errorf("unable to write report %s: %w", path, err)
-	}
-	return path, f.Close()
+	return writeFindingFile(dir, name+".html", "report", func(w io.Writer) error { return report.Write(w, r.Page()) })
 }
 
 // WriteTrace writes the execution's trace as JSONL into dir (created if
 // needed) and returns the file's path.
 func (r *Result) WriteTrace(dir, name string) (string, error) {
+	return writeFindingFile(dir, name+".jsonl", "trace", r.Trace.WriteJSONL)
+}
+
+// writeFindingFile creates dir (if needed) and dir/file, the what of a
+// finding, and fills it with write; it returns the file's path.
+func writeFindingFile(dir, file, what string, write func(io.Writer) error) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("unable to create findings directory %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, name+".jsonl")
+	path := filepath.Join(dir, file)
 	f, err := os.Create(path)
 	if err != nil {
-		return "", fmt.Errorf("unable to create trace file: %w", err)
+		return "", fmt.Errorf("unable to create %s file: %w", what, err)
 	}
-	if err := r.Trace.WriteJSONL(f); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
-		return "", err
+		return "", fmt.Errorf("unable to write %s %s: %w", what, path, err)
 	}
 	return path, f.Close()
 }
