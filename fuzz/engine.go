@@ -361,7 +361,7 @@ func (e *Env) restarts(ctx context.Context, x *Exec, restartOf map[int]int) erro
 		var tr trace.Trace
 		tr, cur = e.proxy.Trace().Next(cur)
 		for _, r := range tr.Requests {
-			if r.Rule == nil || !(strings.HasPrefix(r.Fault, "freeze:") || strings.HasPrefix(r.Fault, "cut:")) {
+			if r.Rule == nil || (r.FaultKind != trace.FaultFreeze && r.FaultKind != trace.FaultCut) {
 				continue
 			}
 			i, ok := restartOf[*r.Rule]
@@ -470,7 +470,7 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		var newer trace.Trace
 		newer, seen = e.proxy.Trace().Next(seen)
 		for _, r := range newer.Requests {
-			if end := r.Start.Add(r.Latency); isWrite(r.Verb) && r.Code != 0 && end.After(lastWrite) {
+			if end := r.Start.Add(r.Latency); r.IsWrite() && r.Code != 0 && end.After(lastWrite) {
 				lastWrite = end
 			}
 			if r.Verb != "watch" {
@@ -478,9 +478,9 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 			}
 			key := r.Client + "|" + r.Resource
 			switch {
-			case strings.HasPrefix(r.Fault, "expire:"):
+			case r.FaultKind == trace.FaultExpire:
 				down[key] = maxTime(down[key], r.Start)
-			case r.Code == 200 && r.Fault == "" && !r.Start.Before(down[key]):
+			case r.Code == 200 && r.FaultKind == "" && !r.Start.Before(down[key]):
 				if _, ok := down[key]; ok {
 					resumed = maxTime(resumed, r.Start.Add(r.Latency))
 				}
@@ -597,14 +597,6 @@ func (e *Env) primeServing() error {
 	}
 	time.Sleep(time.Until(createsHeldUntil.Add(50 * time.Millisecond)))
 	return nil
-}
-
-func isWrite(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		return true
-	}
-	return false
 }
 
 // primeRESTMappings waits until the direct client can map every CRD's kind:

@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -110,19 +110,21 @@ func (x *Exec) Kubeconfig(clientName string) (string, error) {
 // Direct's: for clients Direct does not provide (a watch, a clientset).
 func (x *Exec) DirectConfig() *rest.Config { return rest.CopyConfig(x.env.cp.Config) }
 
-// WaitForVersion waits until the named client has been sent resourceVersion
-// rv (or a newer one) of the object namespace/name of resource: a watch event
-// of that object at rv or later was released to it, or a LIST of resource it
-// sent was answered at rv or later. It is how a scenario waits until a
-// controller can have seen a write, without copying the trace on every poll:
-// each poll reads only what the trace recorded since the last one.
-func (x *Exec) WaitForVersion(ctx context.Context, clientName, resource, namespace, name, rv string) error {
-	var cur, rcur trace.Cursor // the trace starts with the execution
-	newer := func(got string) bool {
-		c, err := resourceversion.CompareResourceVersion(got, rv)
-		return err == nil && c >= 0
+// WaitForVersion waits until the named client has seen resourceVersion rv
+// of obj, or a newer one, as package trace defines what a client has seen
+// (trace.Views: a watch event of obj released to it, its GET of obj, or its
+// LIST of obj's resource in obj's namespace or across namespaces). It is how
+// a scenario waits until a controller can have seen a write, without copying
+// the trace on every poll: each poll reads only what the trace recorded
+// since the last one.
+func (x *Exec) WaitForVersion(ctx context.Context, clientName string, obj trace.Object, rv string) error {
+	want, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return fmt.Errorf("unable to wait for %s to see %s at resourceVersion %q: not a resourceVersion this apiserver issues: %w", clientName, obj, rv, err)
 	}
-	err := wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+	var cur, rcur trace.Cursor // the trace starts with the execution
+	shows := func(o trace.Object, got uint64, ok bool) bool { return ok && got >= want && o.Covers(obj) }
+	err = wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
 		if err := x.err(); err != nil {
 			return false, err
 		}
@@ -130,22 +132,20 @@ func (x *Exec) WaitForVersion(ctx context.Context, clientName, resource, namespa
 		var released []trace.Event
 		released, rcur = x.env.proxy.Trace().NextReleased(rcur)
 		tr, cur = x.env.proxy.Trace().Next(cur)
-		for _, ev := range released {
-			if ev.Client == clientName && ev.Resource == resource && ev.Namespace == namespace && ev.Name == name &&
-				newer(ev.ResourceVersion) {
+		for i := range released {
+			if released[i].Client == clientName && shows(released[i].Shown()) {
 				return true, nil
 			}
 		}
-		for _, r := range tr.Requests {
-			if r.Client == clientName && r.Resource == resource && r.Verb == "list" && r.Code == 200 &&
-				(r.Namespace == "" || r.Namespace == namespace) && newer(r.ReturnedRV) {
+		for i := range tr.Requests {
+			if tr.Requests[i].Client == clientName && shows(tr.Requests[i].Shown()) {
 				return true, nil
 			}
 		}
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s was never sent %s %s/%s at resourceVersion %s or later: %w", clientName, resource, namespace, name, rv, err)
+		return fmt.Errorf("%s never saw %s at resourceVersion %s or later: %w", clientName, obj, rv, err)
 	}
 	return nil
 }

@@ -257,7 +257,7 @@ func Features(res *Result, extra func(*Result) []string) []string {
 	reqs := slices.Clone(res.Trace.Requests)
 	slices.SortStableFunc(reqs, func(a, b trace.Request) int { return a.Start.Compare(b.Start) })
 	for _, r := range reqs {
-		if !isWrite(r.Verb) {
+		if !r.IsWrite() {
 			continue
 		}
 		w := fmt.Sprintf("%s:%s:%s:%d:occ=%v", r.Client, r.Verb, r.Subresource, r.Code, r.SentRV != "")
@@ -274,8 +274,8 @@ func Features(res *Result, extra func(*Result) []string) []string {
 		fs = append(fs, fmt.Sprintf("409|%s|%d", c, bucket(n)))
 	}
 	for _, r := range reqs {
-		if kind, _, ok := strings.Cut(r.Fault, ":"); ok {
-			fs = append(fs, "fault|"+r.Client+"|"+r.Verb+"|"+kind)
+		if r.FaultKind != "" {
+			fs = append(fs, "fault|"+r.Client+"|"+r.Verb+"|"+string(r.FaultKind))
 		}
 	}
 	for _, rs := range res.Restarts {

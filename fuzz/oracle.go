@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -8,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -100,9 +101,8 @@ func conditionStatus(o *unstructured.Unstructured, t string) string {
 // replaced although its writer's view of the object predated them: a value a
 // writer saw acknowledged, overwritten by a write based on a stale view.
 //
-// A client's view of an object at time t is the newest resourceVersion among
-// the watch events the proxy released to it and the reads it made (not its own
-// write responses: a controller acts on what its cache shows).
+// A client's view of an object is what package trace defines it to be
+// (trace.Views), the definition the blind-write audit uses too.
 func lostUpdates(tr trace.Trace, path string) []lost {
 	type ack struct {
 		r  trace.Request
@@ -113,57 +113,38 @@ func lostUpdates(tr trace.Trace, path string) []lost {
 	for _, r := range tr.Requests {
 		v, ok := r.Fields[path]
 		rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64)
-		if ok && err == nil && isWrite(r.Verb) && !r.DryRun && r.Code/100 == 2 {
+		if ok && err == nil && r.IsWrite() && !r.DryRun && r.Code/100 == 2 {
 			writes = append(writes, ack{r, rv, v})
 		}
 	}
-	slices.SortFunc(writes, func(a, b ack) int { return int(a.rv) - int(b.rv) })
+	slices.SortFunc(writes, func(a, b ack) int { return cmp.Compare(a.rv, b.rv) })
+	views := trace.NewViews(tr)
 	var out []lost
-	latest := map[string]ack{} // object → last acknowledged value
+	latest := map[trace.Object]ack{} // object → last acknowledged value
 	for _, w := range writes {
-		key := w.r.Namespace + "/" + w.r.Name
-		prev, seen := latest[key]
-		latest[key] = w
+		obj := w.r.Object()
+		prev, seen := latest[obj]
+		latest[obj] = w
 		if !seen || prev.v == w.v {
 			continue
 		}
-		view := viewOf(tr, w.r.Client, w.r.Namespace, w.r.Name, w.r.Start)
+		view := views.Seen(w.r.Client, obj, w.r.Start)
 		if view >= prev.rv {
 			continue // the writer had seen the value it replaced
 		}
-		out = append(out, lost{at: w.r.Start, msg: fmt.Sprintf(
-			"%s %s: %s=%s, acknowledged to %s at resourceVersion %d, was replaced by %s=%s from %s (%s %s, no precondition: %v), whose view was at resourceVersion %d",
-			w.r.Resource, key, path, prev.v, prev.r.Client, prev.rv, path, w.v, w.r.Client, w.r.Verb, w.r.Subresource, w.r.SentRV == "", view)})
+		out = append(out, lost{at: w.r.Start, obj: obj, msg: fmt.Sprintf(
+			"%s: %s=%s, acknowledged to %s at resourceVersion %d, was replaced by %s=%s from %s (%s %s, no precondition: %v), whose view was at resourceVersion %d",
+			obj, path, prev.v, prev.r.Client, prev.rv, path, w.v, w.r.Client, w.r.Verb, w.r.Subresource, w.r.SentRV == "", view)})
 	}
 	return out
 }
 
-// lost is one lost update: when the replacing write was sent, and what it
-// replaced.
+// lost is one lost update: when the replacing write was sent, to which
+// object, and what it replaced.
 type lost struct {
 	at  time.Time
+	obj trace.Object
 	msg string
-}
-
-// viewOf is the newest resourceVersion of ns/name that client had seen before t.
-func viewOf(tr trace.Trace, clientName, ns, name string, t interface{ UnixNano() int64 }) uint64 {
-	var view uint64
-	before := t.UnixNano()
-	for _, ev := range tr.Events {
-		if ev.Client == clientName && ev.Namespace == ns && ev.Name == name && ev.Fate == trace.Released && ev.Released.UnixNano() < before {
-			if rv, err := strconv.ParseUint(ev.ResourceVersion, 10, 64); err == nil {
-				view = max(view, rv)
-			}
-		}
-	}
-	for _, r := range tr.Requests {
-		if r.Client == clientName && r.Namespace == ns && r.Name == name && r.Verb == "get" && r.Code == 200 && r.Start.Add(r.Latency).UnixNano() < before {
-			if rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64); err == nil {
-				view = max(view, rv)
-			}
-		}
-	}
-	return view
 }
 
 // differential compares the final state with the no-lag reference run for
@@ -179,7 +160,7 @@ func (e *Env) differential(ctx context.Context, res *Result) {
 		res.violate("differential", err.Error())
 		return
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := gocmp.Diff(want, got); diff != "" {
 		res.violate("differential", fmt.Sprintf("final %s state differs from the no-lag reference run (-reference +this run):\n%s", d.GVK.Kind, diff))
 	}
 }

@@ -178,11 +178,11 @@ func (r *Result) Timeline(max int) []string {
 			rs.Client, rs.Stopped.Sub(rs.Fired).Seconds(), rs.Ready.Sub(rs.Stopped).Seconds(), lag)})
 	}
 	for _, q := range r.Trace.Requests {
-		if q.Fault != "" && !isWrite(q.Verb) {
+		if q.FaultKind != "" && !q.IsWrite() {
 			ls = append(ls, line{q.Start.Sub(r.Mark), fmt.Sprintf("fault  %-18s %-6s %-34s %s", q.Client, q.Verb, q.Resource, q.Fault)})
 			continue
 		}
-		if !isWrite(q.Verb) {
+		if !q.IsWrite() {
 			continue
 		}
 		occ := "blind"

@@ -94,7 +94,8 @@
 // dry runs, which change nothing); each fires at most once per rule and
 // client, and a frozen client's requests are held unanswered, never
 // forwarded, until it goes away or Proxy.Thaw. Each such request is recorded
-// with a Fault that says what was done.
+// with its trace.FaultKind (what code acts on) and a Fault that says in
+// words what was done.
 //
 // Two facts of client-go v0.37's reflector shape what these faults do: a
 // watch that ends less than a second after it began without delivering an

@@ -240,7 +240,7 @@ var _ = Describe("Expire", func() {
 			var expired *trace.Request
 			reqs := requestsOf(name)
 			for i, r := range reqs {
-				if strings.HasPrefix(r.Fault, "expire:") {
+				if r.FaultKind == trace.FaultExpire {
 					expired = &reqs[i]
 				}
 			}
@@ -255,7 +255,7 @@ var _ = Describe("Expire", func() {
 			Expect(gone).To(BeTrue(), "the apiserver's 410 ERROR event reached the informer")
 			relisted := false
 			for _, r := range reqs {
-				if r.Start.After(expired.Start) && (r.Verb == "list" || r.Verb == "watch") && r.Fault == "" && r.Code == 200 {
+				if r.Start.After(expired.Start) && (r.Verb == "list" || r.Verb == "watch") && r.FaultKind == "" && r.Code == 200 {
 					relisted = true
 				}
 			}
@@ -306,10 +306,10 @@ var _ = Describe("Rewind", func() {
 			Expect(inf.seen.values()).To(Equal([]string{"a=old", "a=new"}), "old, then current, with no further write")
 			var refused, rewound bool
 			for _, r := range requestsOf(name) {
-				if r.Verb == "watch" && r.Code == 422 && strings.HasPrefix(r.Fault, "rewind: WatchList refused") {
+				if r.Verb == "watch" && r.Code == 422 && r.FaultKind == trace.FaultRewind {
 					refused = true
 				}
-				if r.Verb == "list" && r.Code == 200 && strings.HasPrefix(r.Fault, "rewind: list served as of") {
+				if r.Verb == "list" && r.Code == 200 && r.FaultKind == trace.FaultRewind && strings.HasPrefix(r.Fault, "rewind: list served as of") {
 					rewound = true
 					Expect(r.ReturnedRV).NotTo(Equal(newRV))
 				}
@@ -347,11 +347,11 @@ var _ = Describe("Cut and Freeze", func() {
 
 		var cut, frozen bool
 		for _, r := range requestsOf(name) {
-			if strings.HasPrefix(r.Fault, "cut:") {
+			if r.FaultKind == trace.FaultCut {
 				cut = true
 				Expect(r.Code).To(Equal(200), "the trace has the answer the client never got")
 			}
-			if strings.HasPrefix(r.Fault, "frozen:") {
+			if r.FaultKind == trace.FaultFrozen {
 				frozen = true
 			}
 		}
@@ -426,7 +426,7 @@ var _ = Describe("Stop with a frozen client", func() {
 		Eventually(func() int {
 			n := 0
 			for _, r := range p.Trace().Since(trace.Cursor{}).Requests {
-				if strings.HasPrefix(r.Fault, "cut:") {
+				if r.FaultKind == trace.FaultCut {
 					n++
 				}
 			}

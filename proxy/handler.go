@@ -86,6 +86,7 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the apiserver, and it gets no answer until it goes away.
 		<-ctx.Done()
 		ex.rec.Latency = time.Since(ex.rec.Start)
+		ex.rec.FaultKind = trace.FaultFrozen
 		ex.rec.Fault = "frozen: held unanswered, never forwarded (a Freeze or Cut stopped this client)"
 		p.trace.AddRequest(ex.rec)
 		panic(http.ErrAbortHandler) // no answer at all, not an empty one
@@ -98,13 +99,14 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rv := r.URL.Query().Get("resourceVersion")
 			oldest := or(p.clock.latest(), rv)
 			ct, frame := expiredWatch(r.Header.Get("Accept"), schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}, rv, oldest)
+			ex.rec.FaultKind = trace.FaultExpire
 			ex.rec.Fault = fmt.Sprintf("expire: answered 410 Expired (too old resource version: %s (%s)), as a kube-apiserver whose watch cache no longer holds it", rv, oldest)
 			ex.rec.Code, ex.rec.ContentType = http.StatusOK, ct
 			ex.rec.Latency = time.Since(ex.rec.Start)
 			p.trace.AddRequest(ex.rec)
 			now := time.Now()
 			p.trace.AddEvent(trace.Event{
-				Client: c.Name, Stream: p.nextID.Add(1), Resource: info.Resource, Type: "ERROR", Kind: "Status",
+				Client: c.Name, Stream: p.nextID.Add(1), Group: info.APIGroup, Resource: info.Resource, Type: "ERROR", Kind: "Status",
 				Arrived: now, Fate: trace.Released, Released: now, Rule: v.rule,
 			})
 			w.Header().Set("Content-Type", ct)
@@ -113,6 +115,7 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(frame)
 			return
 		case Rewind:
+			ex.rec.FaultKind = trace.FaultRewind
 			if info.Verb == "watch" {
 				ex.rec.Fault = "rewind: WatchList refused as by a kube-apiserver without the WatchList feature; client-go falls back to LIST"
 				ex.rec.Code = refuseWatchList(w, r, info)
@@ -195,8 +198,10 @@ func (c *Client) modifyResponse(resp *http.Response) error {
 	}
 	switch ex.act {
 	case Freeze:
+		ex.rec.FaultKind = trace.FaultFreeze
 		ex.rec.Fault = "freeze: answered; every later request of this client is held unanswered"
 	case Cut:
+		ex.rec.FaultKind = trace.FaultCut
 		ex.rec.Fault = "cut: applied by the apiserver, answer withheld from the client; every later request of it is held"
 	}
 	ex.done = true

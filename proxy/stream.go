@@ -25,6 +25,7 @@ import (
 type stream struct {
 	c        *Client
 	id       uint64
+	group    string
 	resource string
 	upstream io.ReadCloser
 	ctx      interface{ Done() <-chan struct{} }
@@ -51,7 +52,7 @@ type pending struct {
 // newStream wraps resp.Body; nil if the proxy is stopping.
 func (c *Client) newStream(resp *http.Response, info *request.RequestInfo) *stream {
 	s := &stream{
-		c: c, id: c.p.nextID.Add(1), resource: info.Resource, upstream: resp.Body,
+		c: c, id: c.p.nextID.Add(1), group: info.APIGroup, resource: info.Resource, upstream: resp.Body,
 		ctx:  resp.Request.Context(),
 		wake: make(chan struct{}, 1), closed: make(chan struct{}), pumped: make(chan struct{}),
 	}
@@ -102,7 +103,7 @@ func (s *stream) admit(f watchframe.Frame) (broken bool) {
 		client: s.c.Name, resource: s.resource, typ: m.Type, namespace: m.Namespace, name: m.Name,
 	}, now)
 	ev := trace.Event{
-		Client: s.c.Name, Stream: s.id, Resource: s.resource, Type: m.Type, Kind: m.Kind,
+		Client: s.c.Name, Stream: s.id, Group: s.group, Resource: s.resource, Type: m.Type, Kind: m.Kind,
 		Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion,
 		InitialEnd: m.InitialEventsEnd, Arrived: now, Fate: trace.Pending, Rule: v.rule,
 	}

@@ -605,7 +605,7 @@ var _ = Describe("a Cut rule", func() {
 
 		var traced []string
 		for _, r := range requestsOfClient(px, start, clientName) {
-			traced = append(traced, fmt.Sprintf("%s dryRun=%t cut=%t", r.Verb, r.DryRun, strings.HasPrefix(r.Fault, "cut:")))
+			traced = append(traced, fmt.Sprintf("%s dryRun=%t cut=%t", r.Verb, r.DryRun, r.FaultKind == trace.FaultCut))
 		}
 		Expect(traced).To(Equal([]string{"patch dryRun=true cut=false", "patch dryRun=false cut=true"}))
 	})

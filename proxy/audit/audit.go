@@ -234,13 +234,14 @@ func Of(tr trace.Trace) Report {
 		}
 	}
 	slices.SortFunc(stored, func(a, b write) int { return cmp.Compare(a.rv, b.rv) })
+	views := trace.NewViews(tr)
 
 	for i, w := range stored {
 		r := w.r
 		if r.SentRV != "" || (r.Verb != "update" && r.Verb != "patch") || r.Write == nil {
 			continue
 		}
-		view := viewOf(tr, r)
+		view := views.Seen(r.Client, r.Object(), r.Start)
 		flagged := false
 		for _, path := range slices.Sorted(maps.Keys(r.Write.Set)) {
 			if skipPath(r, path, hasStatus) {
@@ -320,9 +321,7 @@ func classify(r *trace.Request) (kind, lock string) {
 	return kind, "none"
 }
 
-func sameObject(a, b *trace.Request) bool {
-	return a.APIGroup == b.APIGroup && a.Resource == b.Resource && a.Namespace == b.Namespace && a.Name == b.Name
-}
+func sameObject(a, b *trace.Request) bool { return a.Object() == b.Object() }
 
 // skipPath: status paths of a main-resource write when the resource has a
 // status subresource (the apiserver ignores them).
@@ -345,36 +344,6 @@ func overlapping(x *trace.Request, path string, hasStatus map[string]bool) (stri
 		}
 	}
 	return "", "", false
-}
-
-// viewOf is the newest resourceVersion of r's object that r's client had
-// been sent before r started: released watch events, GETs and LISTs.
-func viewOf(tr trace.Trace, r *trace.Request) uint64 {
-	var view uint64
-	see := func(rv string) {
-		if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
-			view = max(view, v)
-		}
-	}
-	for _, ev := range tr.Events {
-		if ev.Client == r.Client && ev.Resource == r.Resource && ev.Namespace == r.Namespace && ev.Name == r.Name &&
-			ev.Fate == trace.Released && ev.Released.Before(r.Start) {
-			see(ev.ResourceVersion)
-		}
-	}
-	for i := range tr.Requests {
-		q := &tr.Requests[i]
-		if q.Client != r.Client || q.Resource != r.Resource || q.APIGroup != r.APIGroup || q.Code != 200 || !q.Start.Add(q.Latency).Before(r.Start) {
-			continue
-		}
-		switch {
-		case q.Verb == "get" && q.Subresource == "" && q.Namespace == r.Namespace && q.Name == r.Name:
-			see(q.ReturnedRV)
-		case q.Verb == "list" && (q.Namespace == "" || q.Namespace == r.Namespace):
-			see(q.ReturnedRV)
-		}
-	}
-	return view
 }
 
 func rvString(rv uint64) string {

@@ -30,11 +30,11 @@
 // restarted instance that never saw them: Overwrite.Own). Precisely, for such
 // a write W by client C to object O, committed at resourceVersion w:
 //
-//   - C's view of O is the newest resourceVersion among the watch events of O
-//     the proxy released to C before W started, C's GETs of O and C's LISTs
-//     of O's resource (a list at L shows every change up to L) that ended
-//     before W started: what its cache and reads showed, not its own write
-//     responses;
+//   - C's view of O is what C had seen of O when W started, as package trace
+//     defines it (trace.Views: the watch events of O released to C, C's GETs
+//     of O and C's LISTs of O's resource and group in O's namespace or across
+//     namespaces; not its own write responses), the same definition every
+//     oracle of package fuzz uses;
 //   - for each field path W's body set (trace.Write.Set), the newest
 //     successful write to O committed after C's view and before w that set
 //     that path, or a path inside or around it, is found; if the values

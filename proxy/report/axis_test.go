@@ -60,7 +60,7 @@ func startUp() report.Page {
 	}
 	reqs = append(reqs, patch(0.1, "1001"), patch(0.2, "1002"), patch(0.3, "1003"),
 		trace.Request{Client: "replica-1", Verb: "list", Resource: "configmaps", Namespace: ns, Start: at(0.35), Latency: 2 * time.Millisecond, Code: 410,
-			Fault: "expire: answered 410 Expired", Rule: &rule0},
+			FaultKind: trace.FaultExpire, Fault: "expire: answered 410 Expired", Rule: &rule0},
 		trace.Request{Client: "replica-1", Verb: "update", Resource: "configmaps", Namespace: ns, Name: "plan", Start: at(0.4), Latency: 6 * time.Millisecond,
 			Code: 409, SentRV: "1001", Caller: caller, Write: &trace.Write{Set: map[string]string{"data.plan": `"b"`}}},
 		// The last thing that matters, at the right edge: its label

@@ -367,7 +367,7 @@ func markLabel(x, cy float64, class, label string) shape {
 }
 
 func faultMarkOf(sc scale, q *trace.Request, id string, x, cy float64) faultMark {
-	kind := faultKind(q.Fault)
+	kind := faultKind(q)
 	title := fmt.Sprintf("fault: %s\n%s %s\n%s at %s\nanswer: %s", q.Fault, q.Verb, requestObject(resourceOf(q), q.Namespace, q.Name), q.Client, sc.at(q.Start), answer(q.Code))
 	return faultMark{
 		ID: "mark-" + id, Row: id, Kind: kind, Verb: q.Verb, Client: q.Client, Code: strconv.Itoa(q.Code), Title: title,

@@ -297,15 +297,13 @@ func answerClass(code int) string {
 	return "error"
 }
 
-// faultKind is the first word of a Fault ("expire", "rewind", "freeze",
-// "frozen", "cut"), or "other".
-func faultKind(f string) string {
-	w, _, _ := strings.Cut(f, ":")
-	w = strings.ToLower(strings.TrimSpace(w))
-	if w == "" || len(w) > 16 || strings.IndexFunc(w, func(r rune) bool { return (r < 'a' || r > 'z') && r != '-' }) >= 0 {
+// faultKind is q's FaultKind ("expire", "rewind", "freeze", "frozen",
+// "cut"), or "other".
+func faultKind(q *trace.Request) string {
+	if q.FaultKind == "" {
 		return "other"
 	}
-	return w
+	return string(q.FaultKind)
 }
 
 func clip(s string, n int) string {
@@ -776,7 +774,7 @@ func (b *builder) placeMarks() {
 		if q.Fault != "" {
 			b.faultIDs[ri] = "f" + strconv.Itoa(len(b.faultIDs))
 			if d == 0 {
-				x0, x1 := geo(faultKind(q.Fault))
+				x0, x1 := geo(faultKind(q))
 				lg.marks = append(lg.marks, markGeo{req: ri, x0: x0, x1: x1})
 			} else {
 				b.outside(d, &b.markBefore, &b.markAfter)

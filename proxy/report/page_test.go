@@ -40,7 +40,7 @@ func lostUpdate() report.Page {
 			Write:  &trace.Write{Patch: "merge", Manager: "contention", Set: map[string]string{"data.owner": `"replica-0"`, "data.plan": `"a"`}},
 			Fields: map[string]string{"data.plan": `"a"`}},
 		{Client: "replica-1", Verb: "list", Resource: "configmaps", Namespace: ns, Start: at(1.5), Latency: 2 * time.Millisecond, Code: 410,
-			Fault: "expire: answered 410 Expired (too old resource version: 1000 (1040)), as a kube-apiserver whose watch cache no longer holds it", Rule: &rule0},
+			FaultKind: trace.FaultExpire, Fault: "expire: answered 410 Expired (too old resource version: 1000 (1040)), as a kube-apiserver whose watch cache no longer holds it", Rule: &rule0},
 		{Client: "replica-1", Verb: "update", Resource: "configmaps", Namespace: ns, Name: "plan", Start: at(2.0), Latency: 6 * time.Millisecond,
 			Code: 409, SentRV: "1040", Caller: "scenarios/contention/controller.go:91 (*Reconciler).claim",
 			Write: &trace.Write{Set: map[string]string{"data.owner": `"replica-1"`, "data.plan": `"b"`}}},

@@ -9,6 +9,10 @@
 // Entry per line, requests and events merged in time order) is the stable
 // interchange format that findings are saved in.
 //
+// What a client has seen of an object is defined once, here (Views, and
+// Event.Shown and Request.Shown for those who poll): every oracle, the
+// audit and the engine's waits use that definition.
+//
 // The trace is what makes a finding explainable: a write's SentRV against the
 // ResourceVersion of the events released to that client before the write says
 // whether the writer's view was stale and whether the write was guarded by an

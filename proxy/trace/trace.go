@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -44,9 +45,12 @@ type Request struct {
 	// ContentType is the response's media type, for watches: it tells JSON
 	// from protobuf streams.
 	ContentType string `json:"contentType,omitempty"`
-	// Fault says what the proxy did to this request beyond forwarding it
-	// (a rule's Expire, Rewind, Freeze or Cut), in words; empty when it
-	// forwarded it untouched.
+	// FaultKind is what the proxy did to this request beyond forwarding it
+	// (a rule's Expire, Rewind, Freeze or Cut, or holding a frozen client's
+	// request); empty when it forwarded it untouched. Code that acts on
+	// faults reads this, never Fault.
+	FaultKind FaultKind `json:"faultKind,omitempty"`
+	// Fault says the same in words, for people: what was done and why.
 	Fault string `json:"fault,omitempty"`
 	// Rule is the index of the rule that decided Fault; -1 or absent for
 	// none.
@@ -75,6 +79,43 @@ func (r *Request) IsWrite() bool {
 		return true
 	}
 	return false
+}
+
+// FaultKind names what the proxy did to a request beyond forwarding it.
+type FaultKind string
+
+const (
+	// FaultExpire: the proxy answered a watch itself with the 410 Expired
+	// a kube-apiserver sends for a resourceVersion its watch cache no
+	// longer holds; the client's watch is down until it relists.
+	FaultExpire FaultKind = "expire"
+	// FaultRewind: a LIST served from the past (resourceVersionMatch=Exact),
+	// or a WatchList refused as by an apiserver without WatchList so that
+	// the client lists instead.
+	FaultRewind FaultKind = "rewind"
+	// FaultFreeze: a write answered, after which every later request of
+	// the client is held unanswered.
+	FaultFreeze FaultKind = "freeze"
+	// FaultCut: a write applied by the apiserver whose answer was withheld
+	// from the client, which is then frozen as by FaultFreeze.
+	FaultCut FaultKind = "cut"
+	// FaultFrozen: a request of a frozen client, held unanswered and never
+	// forwarded.
+	FaultFrozen FaultKind = "frozen"
+)
+
+// faultKindOf recovers the kind from the words of a trace written before
+// FaultKind existed: each began with the kind and a colon.
+func faultKindOf(fault string) FaultKind {
+	w, _, ok := strings.Cut(fault, ":")
+	if !ok {
+		return ""
+	}
+	switch k := FaultKind(w); k {
+	case FaultExpire, FaultRewind, FaultFreeze, FaultCut, FaultFrozen:
+		return k
+	}
+	return ""
 }
 
 // Write is what a write request asked for, read from its query and body.
@@ -122,9 +163,10 @@ const (
 // Event is one watch event the apiserver sent on a client's stream.
 type Event struct {
 	Client          string    `json:"client"`
-	Stream          uint64    `json:"stream"`   // identifies the watch request within the proxy's life
-	Resource        string    `json:"resource"` // of the watch request, e.g. "configmaps"
-	Type            string    `json:"type"`     // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR; "" for bytes passed through unparsed
+	Stream          uint64    `json:"stream"`          // identifies the watch request within the proxy's life
+	Group           string    `json:"group,omitempty"` // API group of the watch request, "" for the core group
+	Resource        string    `json:"resource"`        // of the watch request, e.g. "configmaps"
+	Type            string    `json:"type"`            // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR; "" for bytes passed through unparsed
 	Kind            string    `json:"kind,omitempty"`
 	Namespace       string    `json:"namespace,omitempty"`
 	Name            string    `json:"name,omitempty"`
@@ -378,6 +420,7 @@ func ReadJSONL(r io.Reader) (Trace, error) {
 		var e Entry
 		err := dec.Decode(&e)
 		if err == io.EOF {
+			t.backfillGroups()
 			return t, nil
 		}
 		if err != nil {
@@ -385,11 +428,40 @@ func ReadJSONL(r io.Reader) (Trace, error) {
 		}
 		switch {
 		case e.Request != nil:
+			if e.Request.FaultKind == "" {
+				e.Request.FaultKind = faultKindOf(e.Request.Fault)
+			}
 			t.Requests = append(t.Requests, *e.Request)
 		case e.Event != nil:
 			t.Events = append(t.Events, *e.Event)
 		case e.Rules != nil:
 			t.Rules = append(t.Rules, *e.Rules)
+		}
+	}
+}
+
+// backfillGroups gives the events of a trace written before Event.Group
+// existed the group of their watch: an event without a group whose client
+// watched its resource in exactly one group, not the core group, is of
+// that group.
+func (t *Trace) backfillGroups() {
+	type key struct{ client, resource string }
+	groups := map[key]map[string]bool{}
+	for _, r := range t.Requests {
+		if r.Verb == "watch" {
+			k := key{r.Client, r.Resource}
+			if groups[k] == nil {
+				groups[k] = map[string]bool{}
+			}
+			groups[k][r.APIGroup] = true
+		}
+	}
+	for i := range t.Events {
+		ev := &t.Events[i]
+		if g := groups[key{ev.Client, ev.Resource}]; ev.Group == "" && len(g) == 1 {
+			for group := range g {
+				ev.Group = group
+			}
 		}
 	}
 }

@@ -229,21 +229,19 @@ func explain(x *fuzz.Exec, r *run, tr trace.Trace, e entry) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "  created by %s: create pods at t%+.2fs, answered %d\n", create.Client, create.Start.Sub(x.Mark()).Seconds(), create.Code)
-	// What the client had been sent before it sent the create.
-	sent := map[string]uint64{} // resource/name → newest rv released
+	// What the client had seen of the workload before it sent the create
+	// (package trace's definition), and which pods it had been sent.
+	w := workloads[r.c]
+	views := trace.NewViews(tr)
+	seen := func(name string) uint64 {
+		return views.Seen(create.Client, trace.Object{Group: w.group, Resource: w.resources[0], Namespace: x.Namespace, Name: name}, create.Start)
+	}
 	podsSent := map[string]bool{}
 	for _, ev := range tr.Events {
-		if ev.Client != create.Client || ev.Fate != trace.Released || ev.Released.After(create.Start) || ev.Namespace != x.Namespace {
-			continue
-		}
-		n, _ := strconv.ParseUint(ev.ResourceVersion, 10, 64)
-		k := ev.Resource + "/" + ev.Name
-		sent[k] = max(sent[k], n)
-		if ev.Resource == "pods" {
+		if ev.Client == create.Client && ev.Fate == trace.Released && ev.Released.Before(create.Start) && ev.Namespace == x.Namespace && ev.Resource == "pods" {
 			podsSent[ev.Name] = ev.Type != "DELETED"
 		}
 	}
-	w := workloads[r.c]
 	var unseen []string
 	var newest uint64
 	for _, h := range r.hist.sorted() {
@@ -251,11 +249,11 @@ func explain(x *fuzz.Exec, r *run, tr trace.Trace, e entry) string {
 			continue
 		}
 		newest = h.rv
-		if h.rv > sent[w.resources[0]+"/"+h.name] {
+		if h.rv > seen(h.name) {
 			unseen = append(unseen, fmt.Sprintf("rv %d (%s)", h.rv, writer(tr, h.rv)))
 		}
 	}
-	fmt.Fprintf(&b, "  its cache then: %s %s at rv %d, the apiserver's at rv %d", w.kind, workloadName, sent[w.resources[0]+"/"+workloadName], newest)
+	fmt.Fprintf(&b, "  its cache then: %s %s at rv %d, the apiserver's at rv %d", w.kind, workloadName, seen(workloadName), newest)
 	if len(unseen) > 0 {
 		fmt.Fprintf(&b, "; not yet seen: %s", strings.Join(unseen, ", "))
 	}

@@ -31,7 +31,8 @@ const Step = 400 * time.Millisecond
 
 // workload is what differs between the controllers under test.
 type workload struct {
-	kind string
+	kind  string
+	group string // the workload's API group
 	// resources are the namespaced resources lag steps pick among; the
 	// first is the workload's own.
 	resources []string
@@ -75,6 +76,7 @@ func podTemplate() corev1.PodTemplateSpec {
 var workloads = map[Controller]workload{
 	Job: {
 		kind:      "Job",
+		group:     "batch",
 		resources: []string{"jobs", "pods"},
 		// finish: the first pod succeeds finish×Step after it runs; rest:
 		// the others never succeed (0) or do 1.5 s after they run (1).
@@ -150,6 +152,7 @@ var workloads = map[Controller]workload{
 
 	ReplicaSet: {
 		kind:      "ReplicaSet",
+		group:     "apps",
 		resources: []string{"replicasets", "pods"},
 		// scale: none, to 4 at t+Step, to 1 at t+Step, to 3 at t+2×Step;
 		// kill: someone else deletes a live pod at t+kill×Step.
@@ -196,6 +199,7 @@ var workloads = map[Controller]workload{
 
 	DaemonSet: {
 		kind:      "DaemonSet",
+		group:     "apps",
 		resources: []string{"daemonsets", "pods"},
 		synced:    []string{"daemonsets", "pods", "nodes"},
 		// nodes: none, a node added at t+Step, node n0 removed at t+Step,
@@ -288,6 +292,7 @@ var workloads = map[Controller]workload{
 
 	StatefulSet: {
 		kind:      "StatefulSet",
+		group:     "apps",
 		resources: []string{"statefulsets", "pods"},
 		// scale: none, to 3 at t+Step, to 1 at t+Step, to 3 at t+2×Step;
 		// kill: someone else deletes app-0 at t+kill×Step.

@@ -1,0 +1,89 @@
+package fuzz
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy/audit"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+var oracleT0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+func oracleAt(ms int) time.Time { return oracleT0.Add(time.Duration(ms) * time.Millisecond) }
+
+// planPatch is a successful blind merge patch of group/resource ns/name's
+// status.plan.id by client, committed at rv.
+func planPatch(client, group, resource, name string, ms int, rv, id string) trace.Request {
+	v := `"` + id + `"`
+	return trace.Request{
+		Client: client, Verb: "patch", APIGroup: group, Resource: resource, Subresource: "status", Namespace: "ns", Name: name,
+		Start: oracleAt(ms), Latency: time.Millisecond, Code: 200, ReturnedRV: rv,
+		Fields: map[string]string{"status.plan.id": v},
+		Write:  &trace.Write{Patch: "merge", Set: map[string]string{"status.plan.id": v}},
+	}
+}
+
+// judge returns what the lost-update oracle and the audit each say of tr.
+func judge(tr trace.Trace) ([]lost, []audit.Overwrite) {
+	return lostUpdates(tr, "status.plan.id"), audit.Of(tr).Overwrites
+}
+
+// The lost-update oracle and the audit share one definition of what a
+// client has seen (trace.Views): each case is judged the same by both.
+func TestLostUpdateOracleAndAuditAgree(t *testing.T) {
+	const g = "example.com"
+	for _, tc := range []struct {
+		name string
+		tr   trace.Trace
+		lost bool
+	}{{
+		name: "b never saw a's plan: lost",
+		tr: trace.Trace{Requests: []trace.Request{
+			planPatch("a", g, "rollouts", "r", 100, "11", "A"),
+			planPatch("b", g, "rollouts", "r", 300, "12", "B"),
+		}},
+		lost: true,
+	}, {
+		name: "b relisted after a's plan: its write was not blind to it",
+		tr: trace.Trace{Requests: []trace.Request{
+			planPatch("a", g, "rollouts", "r", 100, "11", "A"),
+			{Client: "b", Verb: "list", APIGroup: g, Resource: "rollouts", Namespace: "ns", Start: oracleAt(150), Latency: 10 * time.Millisecond, Code: 200, ReturnedRV: "11"},
+			planPatch("b", g, "rollouts", "r", 300, "12", "B"),
+		}},
+	}, {
+		name: "b read a's plan with a GET",
+		tr: trace.Trace{Requests: []trace.Request{
+			planPatch("a", g, "rollouts", "r", 100, "11", "A"),
+			{Client: "b", Verb: "get", APIGroup: g, Resource: "rollouts", Namespace: "ns", Name: "r", Start: oracleAt(150), Latency: 10 * time.Millisecond, Code: 200, ReturnedRV: "11"},
+			planPatch("b", g, "rollouts", "r", 300, "12", "B"),
+		}},
+	}, {
+		name: "b saw a ConfigMap named r at a's rv, not the rollout: lost",
+		tr: trace.Trace{
+			Requests: []trace.Request{
+				planPatch("a", g, "rollouts", "r", 100, "11", "A"),
+				planPatch("b", g, "rollouts", "r", 300, "13", "B"),
+			},
+			Events: []trace.Event{{Client: "b", Resource: "configmaps", Type: "MODIFIED", Namespace: "ns", Name: "r", ResourceVersion: "12",
+				Arrived: oracleAt(200), Fate: trace.Released, Released: oracleAt(200), Rule: -1}},
+		},
+		lost: true,
+	}, {
+		name: "two kinds named r, each written by one client: nothing replaced",
+		tr: trace.Trace{Requests: []trace.Request{
+			planPatch("a", g, "rollouts", "r", 100, "11", "A"),
+			planPatch("b", "other.example.com", "rollouts", "r", 300, "12", "B"),
+		}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, o := judge(tc.tr)
+			if got := len(l) > 0; got != tc.lost {
+				t.Errorf("lost-update oracle: lost = %v, want %v: %+v", got, tc.lost, l)
+			}
+			if got := len(o) > 0; got != tc.lost {
+				t.Errorf("audit: overwrote unseen = %v, want %v: %+v", got, tc.lost, o)
+			}
+		})
+	}
+}

@@ -1,0 +1,178 @@
+package trace
+
+import (
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Object names one API object: its group ("" for the core group), plural
+// resource, namespace ("" for a cluster-scoped object) and name. A
+// subresource is part of its object.
+type Object struct {
+	Group, Resource, Namespace, Name string
+}
+
+func (o Object) String() string {
+	res := o.Resource
+	if o.Group != "" {
+		res += "." + o.Group
+	}
+	if o.Namespace == "" {
+		return res + " " + o.Name
+	}
+	return res + " " + o.Namespace + "/" + o.Name
+}
+
+// Object is the object r reads or writes (Name empty for a list or a
+// watch: see Shown).
+func (r *Request) Object() Object {
+	return Object{Group: r.APIGroup, Resource: r.Resource, Namespace: r.Namespace, Name: r.Name}
+}
+
+// Object is the object e is about.
+func (e *Event) Object() Object {
+	return Object{Group: e.Group, Resource: e.Resource, Namespace: e.Namespace, Name: e.Name}
+}
+
+// What a client has seen of an object is defined here, once, for every
+// oracle, the audit and the engine's waits:
+//
+// A client has seen resourceVersion R of an object when, before the moment
+// in question, the proxy had released to it a watch event of that object at
+// R (WatchList initial events included), or had answered with R its GET of
+// the object (a subresource of it included), or its LIST of the object's
+// resource (same group) in the object's namespace or across namespaces: a
+// list at R shows its client every object in its scope as of R, those it
+// holds and, by their absence, those it does not. A list's selectors are not
+// recorded, so a list is taken to cover every object of its scope: that can
+// only make a view newer, never older, so it can hide a stale write but
+// never invent one. What a client has seen is the newest such R. Its own
+// writes' answers do not count: a controller acts on what its cache shows,
+// and a write's answer does not reach its cache.
+
+// Shown returns what e showed its client: the object and the
+// resourceVersion, and whether it showed one at all (a released event of a
+// named object with a resourceVersion).
+func (e *Event) Shown() (Object, uint64, bool) {
+	if e.Fate != Released || e.Name == "" {
+		return Object{}, 0, false
+	}
+	rv, err := strconv.ParseUint(e.ResourceVersion, 10, 64)
+	if err != nil {
+		return Object{}, 0, false
+	}
+	return e.Object(), rv, true
+}
+
+// Shown returns what r's answer showed its client: for a GET, the object at
+// the resourceVersion returned; for a LIST, its scope (Name empty; Namespace
+// empty for every namespace) as of the list's resourceVersion; and whether
+// it showed anything (a successful read with a resourceVersion).
+func (r *Request) Shown() (Object, uint64, bool) {
+	if r.Code != 200 || (r.Verb != "get" && r.Verb != "list") || r.Resource == "" || (r.Verb == "get" && r.Name == "") {
+		return Object{}, 0, false
+	}
+	rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64)
+	if err != nil {
+		return Object{}, 0, false
+	}
+	o := r.Object()
+	if r.Verb == "list" {
+		o.Name = ""
+	}
+	return o, rv, true
+}
+
+// Covers reports whether what was shown as o (an object, or a list's scope
+// with Name empty) shows obj.
+func (o Object) Covers(obj Object) bool {
+	if o.Group != obj.Group || o.Resource != obj.Resource {
+		return false
+	}
+	if o.Name == "" {
+		return o.Namespace == "" || o.Namespace == obj.Namespace
+	}
+	return o.Namespace == obj.Namespace && o.Name == obj.Name
+}
+
+// Views answers, for a whole trace, what each client had seen of each
+// object (see Shown) at any moment. Build it once with NewViews; each Seen
+// is a binary search.
+type Views struct {
+	seen map[viewKey]*sightings
+}
+
+type viewKey struct {
+	client string
+	obj    Object // Name "" for a list's scope
+}
+
+// sightings are the moments a client was shown a key, in time order, with
+// the newest resourceVersion shown by then.
+type sightings struct {
+	at     []time.Time
+	newest []uint64
+}
+
+// NewViews indexes what t's clients were shown.
+func NewViews(t Trace) *Views {
+	type point struct {
+		at time.Time
+		rv uint64
+	}
+	points := map[viewKey][]point{}
+	for i := range t.Events {
+		if o, rv, ok := t.Events[i].Shown(); ok {
+			k := viewKey{t.Events[i].Client, o}
+			points[k] = append(points[k], point{t.Events[i].Released, rv})
+		}
+	}
+	for i := range t.Requests {
+		r := &t.Requests[i]
+		if o, rv, ok := r.Shown(); ok {
+			k := viewKey{r.Client, o}
+			points[k] = append(points[k], point{r.Start.Add(r.Latency), rv})
+		}
+	}
+	v := &Views{seen: make(map[viewKey]*sightings, len(points))}
+	for k, ps := range points {
+		slices.SortFunc(ps, func(a, b point) int { return a.at.Compare(b.at) })
+		s := &sightings{at: make([]time.Time, len(ps)), newest: make([]uint64, len(ps))}
+		var newest uint64
+		for i, p := range ps {
+			newest = max(newest, p.rv)
+			s.at[i], s.newest[i] = p.at, newest
+		}
+		v.seen[k] = s
+	}
+	return v
+}
+
+// Seen is the newest resourceVersion of obj that client had been shown
+// strictly before t; 0 if none.
+func (v *Views) Seen(client string, obj Object, before time.Time) uint64 {
+	// The object itself, lists of its namespace, lists across namespaces.
+	scopes := []Object{obj, {Group: obj.Group, Resource: obj.Resource}}
+	if obj.Namespace != "" {
+		scopes = append(scopes, Object{Group: obj.Group, Resource: obj.Resource, Namespace: obj.Namespace})
+	}
+	var rv uint64
+	for _, scope := range scopes {
+		s := v.seen[viewKey{client, scope}]
+		if s == nil {
+			continue
+		}
+		// The last sighting before t.
+		i, _ := slices.BinarySearchFunc(s.at, before, func(a, b time.Time) int {
+			if a.Before(b) {
+				return -1
+			}
+			return 1
+		})
+		if i > 0 {
+			rv = max(rv, s.newest[i-1])
+		}
+	}
+	return rv
+}
