@@ -113,16 +113,31 @@
 // sync, since the bookmark waits behind them; it does not make an already
 // synced cache stale. To make a cache stale, set rules after it has synced.
 //
-// # Client identity
+// # Client identity, and who may use the upstream's
 //
 // Each named client gets its own listener on 127.0.0.1, and everything
 // arriving on that listener is that client's. A listener per client needs
-// nothing from the client but a server URL, so the same identity works for an
-// in-process controller (Client.Config) and for an out-of-process one in any
-// language (Client.Kubeconfig): a path prefix is mishandled by some clients,
-// and a header cannot be set through a plain kubeconfig. Clients speak plain
-// HTTP to the proxy, which adds the upstream credentials; the listeners are on
-// loopback only.
+// nothing from the client but a server URL and a token, so the same identity
+// works for an in-process controller (Client.Config) and for an
+// out-of-process one in any language (Client.Kubeconfig): a path prefix is
+// mishandled by some clients, and a header cannot be set through a plain
+// kubeconfig. Clients speak plain HTTP to the proxy.
+//
+// The proxy forwards every request with the upstream's credentials
+// (Proxy.Upstream): whoever gets a request through a listener acts on the
+// apiserver as that identity, with whatever it may do (in envtest and in a
+// kind cluster's admin kubeconfig, everything: system:masters), including
+// impersonating others with Impersonate-* headers, which pass through. So a
+// listener admits only its own client: each client has a random bearer
+// token of 256 bits, carried by its Config and Kubeconfig, which the proxy
+// checks (in constant time) and strips before forwarding; a request without
+// it is answered 401 Unauthorized, as an apiserver answers one, and never
+// forwarded. A request whose Host header is not the listener's loopback
+// address (127.0.0.1, ::1 or localhost with its port) is refused with 403
+// Forbidden, so that a web page cannot reach a listener through DNS
+// rebinding. Any process of the same user can still read a kubeconfig the
+// proxy wrote (mode 0600) or a test's memory: the listeners guard against
+// other users, web pages and processes without the token.
 //
 // # Trace
 //

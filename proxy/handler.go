@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,8 +43,15 @@ type exchange struct {
 	rule int
 }
 
-// ServeHTTP forwards one request of this client upstream and records it.
+// ServeHTTP forwards one request of this client upstream and records it,
+// if it carries the client's bearer token (see Client); the token is
+// stripped before the request goes upstream.
 func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !c.admits(r) {
+		unauthorized(w, c.Name)
+		return
+	}
+	r.Header.Del("Authorization")
 	p := c.p
 	p.mu.Lock()
 	if p.stopped {
@@ -402,4 +410,21 @@ func bodyResourceVersion(body []byte, contentType string) string {
 		return ""
 	}
 	return or(obj.Metadata.ResourceVersion, obj.Preconditions.ResourceVersion)
+}
+
+// admits reports whether r carries the client's bearer token.
+func (c *Client) admits(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(c.token)) == 1
+}
+
+// unauthorized answers a request without the client's token as an
+// apiserver answers one without valid credentials: 401 and a Status, which
+// kubectl and client-go show as they show the apiserver's own.
+func unauthorized(w http.ResponseWriter, client string) {
+	status := apierrors.NewUnauthorized(fmt.Sprintf("stalefuzz proxy: the listener of client %q admits only requests with that client's bearer token: use the rest.Config (Client.Config) or the kubeconfig (Client.Kubeconfig) the proxy gave that client", client)).Status()
+	status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	w.Header().Set("Content-Type", runtime.ContentTypeJSON)
+	w.WriteHeader(http.StatusUnauthorized)
+	_ = json.NewEncoder(w).Encode(&status)
 }

@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
@@ -24,7 +27,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/stalefuzz/stalefuzz/proxy/internal/loopback"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -56,6 +61,8 @@ type Proxy struct {
 	MaxFrame int
 
 	upstream  *url.URL
+	serving   *tls.Config       // the clients' listeners': a certificate of the proxy's own
+	caPEM     []byte            // what clients trust it by
 	transport http.RoundTripper // HTTP/2 when the apiserver offers it
 	upgrades  http.RoundTripper // HTTP/1.1 only, for requests that switch protocols
 	infos     *request.RequestInfoFactory
@@ -79,12 +86,19 @@ type Proxy struct {
 }
 
 // Client is one named client's own front door to the proxy: a listener on
-// 127.0.0.1 that only it uses, so that everything arriving there is its.
+// 127.0.0.1 that admits only that client, so that everything arriving there
+// is its. It admits a request only when it carries the client's bearer
+// token (Config and Kubeconfig carry it) and names the listener's loopback
+// address as its Host; it refuses any other with 401 or 403 and forwards
+// nothing of it.
 type Client struct {
 	Name string
-	// URL is the client's plain-HTTP endpoint, e.g. http://127.0.0.1:40123.
+	// URL is the client's endpoint, e.g. https://127.0.0.1:40123, served
+	// with a certificate of the proxy's own (Config and Kubeconfig trust
+	// it).
 	URL string
 
+	token  string // the bearer token the listener admits; stripped before forwarding
 	p      *Proxy
 	ln     net.Listener
 	server *http.Server
@@ -122,6 +136,21 @@ func (p *Proxy) Start() (retErr error) {
 	if err != nil {
 		return fmt.Errorf("proxy: unable to build HTTP/1.1 transport for %s: %w", p.Upstream.Host, err)
 	}
+	// The clients' listeners speak TLS, with a certificate of the proxy's
+	// own for 127.0.0.1: client-go sends a kubeconfig's token only to an
+	// https server. HTTP/1.1 only, as they spoke before: an upgrade
+	// (exec, port-forward) needs it, and every stream gets its own
+	// connection.
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"})
+	if err != nil {
+		return fmt.Errorf("proxy: unable to make a serving certificate for the clients' listeners: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("proxy: unable to load the clients' listeners' certificate: %w", err)
+	}
+	p.serving = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	p.caPEM = certPEM
 	p.upstream, p.transport, p.upgrades = u, rt, upgrades
 	p.infos = &request.RequestInfoFactory{
 		APIPrefixes:          sets.NewString("api", "apis"),
@@ -150,11 +179,15 @@ func (p *Proxy) Client(name string) (*Client, error) {
 	if c, ok := p.clients[name]; ok {
 		return c, nil
 	}
+	token := make([]byte, 32)
+	if _, err := rand.Read(token); err != nil {
+		return nil, fmt.Errorf("proxy: unable to make a token for client %q: %w", name, err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("proxy: unable to listen for client %q: %w", name, err)
 	}
-	c := &Client{Name: name, URL: "http://" + ln.Addr().String(), p: p, ln: ln, served: make(chan struct{})}
+	c := &Client{Name: name, URL: "https://" + ln.Addr().String(), token: hex.EncodeToString(token), p: p, ln: ln, served: make(chan struct{})}
 	c.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(p.upstream)
@@ -174,39 +207,45 @@ func (p *Proxy) Client(name string) (*Client, error) {
 		ErrorHandler:   c.errorHandler,
 	}
 	c.server = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c.ServeHTTP(hijackTracker{ResponseWriter: w, p: p}, r)
-		}),
+		Handler: loopback.SameHost(ln.Addr().String(), fmt.Sprintf("the stalefuzz proxy's listener for client %q", name),
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c.ServeHTTP(hijackTracker{ResponseWriter: w, p: p}, r)
+			})),
 		ReadHeaderTimeout: 30 * time.Second,
 	}
 	p.clients[name] = c
 	go func() {
 		defer close(c.served)
-		_ = c.server.Serve(ln)
+		_ = c.server.Serve(tls.NewListener(ln, p.serving))
 	}()
 	return c, nil
 }
 
 // Config returns a rest.Config for an in-process client: everything it sends
-// is this client's, and the proxy adds the upstream credentials. Its
-// transport reports each write's call site (trace.Request.Caller): the first
-// stack frame outside client-go, controller-runtime and apimachinery.
+// is this client's. It carries the client's bearer token, which the proxy
+// checks and strips, adding the upstream credentials instead. Its transport
+// reports each write's call site (trace.Request.Caller): the first stack
+// frame outside client-go, controller-runtime and apimachinery.
 func (c *Client) Config() *rest.Config {
 	return &rest.Config{
-		Host:          c.URL,
-		QPS:           c.p.Upstream.QPS,
-		Burst:         c.p.Upstream.Burst,
-		UserAgent:     "stalefuzz-" + c.Name,
-		WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return callerTransport{next: rt} },
+		Host:            c.URL,
+		BearerToken:     c.token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: c.p.caPEM},
+		QPS:             c.p.Upstream.QPS,
+		Burst:           c.p.Upstream.Burst,
+		UserAgent:       "stalefuzz-" + c.Name,
+		WrapTransport:   func(rt http.RoundTripper) http.RoundTripper { return callerTransport{next: rt} },
 	}
 }
 
-// Kubeconfig returns a kubeconfig for an out-of-process client in any language.
-// It carries no credentials: the proxy adds them upstream.
+// Kubeconfig returns a kubeconfig for an out-of-process client in any
+// language. Its only credential is the client's bearer token, which admits it
+// to its listener and nowhere else: the proxy strips it and adds the
+// upstream credentials.
 func (c *Client) Kubeconfig() ([]byte, error) {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["stalefuzz"] = &clientcmdapi.Cluster{Server: c.URL}
-	cfg.AuthInfos[c.Name] = &clientcmdapi.AuthInfo{}
+	cfg.Clusters["stalefuzz"] = &clientcmdapi.Cluster{Server: c.URL, CertificateAuthorityData: c.p.caPEM}
+	cfg.AuthInfos[c.Name] = &clientcmdapi.AuthInfo{Token: c.token}
 	cfg.Contexts["stalefuzz"] = &clientcmdapi.Context{Cluster: "stalefuzz", AuthInfo: c.Name, Namespace: "default"}
 	cfg.CurrentContext = "stalefuzz"
 	b, err := clientcmd.Write(*cfg)

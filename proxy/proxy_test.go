@@ -2,6 +2,8 @@ package proxy_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -402,17 +404,29 @@ func privateProxy(name string) (*proxy.Proxy, *rest.Config) {
 	Expect(p.Start()).To(Succeed())
 	c, err := p.Client(name)
 	Expect(err).NotTo(HaveOccurred())
-	cfg := c.Config()
-	cfg.Transport = &http2Off{}
-	return p, cfg
+	return p, privateTransport(c.Config())
+}
+
+// privateTransport gives cfg a private HTTP/1.1 transport (not client-go's
+// shared one) that trusts what cfg trusts: the listener's certificate.
+func privateTransport(cfg *rest.Config) *rest.Config {
+	GinkgoHelper()
+	pool := x509.NewCertPool()
+	Expect(pool.AppendCertsFromPEM(cfg.CAData)).To(BeTrue(), "the client's Config carries the proxy's certificate")
+	cfg.Transport = &http2Off{tls: &tls.Config{RootCAs: pool}}
+	cfg.TLSClientConfig = rest.TLSClientConfig{} // client-go takes TLS options or a transport, not both
+	return cfg
 }
 
 // http2Off is a private HTTP/1.1 transport.
-type http2Off struct{ t *http.Transport }
+type http2Off struct {
+	tls *tls.Config
+	t   *http.Transport
+}
 
 func (h *http2Off) RoundTrip(r *http.Request) (*http.Response, error) {
 	if h.t == nil {
-		h.t = &http.Transport{}
+		h.t = &http.Transport{TLSClientConfig: h.tls}
 	}
 	return h.t.RoundTrip(r)
 }

@@ -6,6 +6,8 @@ import (
 	"cmp"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,11 +45,37 @@ const kubectlTable = "application/json;as=Table;v=v1;g=meta.k8s.io,application/j
 // plainHTTP returns an HTTP/1.1 client of the spec's own that sends exactly
 // the headers it is given (no Accept-Encoding of its own, no transparent
 // decompression), and gives each exchange, body included, 30 seconds.
-func plainHTTP() *http.Client {
-	t := &http.Transport{DisableCompression: true}
-	DeferCleanup(t.CloseIdleConnections)
-	return &http.Client{Transport: t, Timeout: 30 * time.Second}
+// plainHTTP is an HTTP client of c's listener that carries c's token and
+// nothing else of client-go.
+func plainHTTP(c *proxy.Client) *http.Client {
+	t := listenerTransport(c)
+	t.DisableCompression = true
+	return &http.Client{Transport: asClient(c, t), Timeout: 30 * time.Second}
 }
+
+// listenerTransport is a plain transport that trusts c's listener's
+// certificate (the proxy's own), HTTP/1.1 as the listener speaks.
+func listenerTransport(c *proxy.Client) *http.Transport {
+	GinkgoHelper()
+	pool := x509.NewCertPool()
+	Expect(pool.AppendCertsFromPEM(c.Config().CAData)).To(BeTrue(), "the client's Config carries the proxy's certificate")
+	t := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	DeferCleanup(t.CloseIdleConnections)
+	return t
+}
+
+// asClient sends what rt sends with c's bearer token, as c's Config does.
+func asClient(c *proxy.Client, rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+c.Config().BearerToken)
+		return rt.RoundTrip(r)
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 var _ = Describe("a watch that asks for Table output (kubectl get -w)", func() {
 	It("is traced with each event's namespace and name, and a Name rule holds only that object's events", func() {
@@ -56,7 +84,7 @@ var _ = Describe("a watch that asks for Table output (kubectl get -w)", func() {
 		const clientName = "table-watch"
 		c, err := px.Client(clientName)
 		Expect(err).NotTo(HaveOccurred())
-		hc := plainHTTP()
+		hc := plainHTTP(c)
 
 		By("listing as kubectl get does, then watching from the list's resourceVersion")
 		get := func(ctx context.Context, query string) *http.Response {
@@ -135,7 +163,7 @@ var _ = Describe("a gzip-encoded response", func() {
 		DeferCleanup(p.Stop)
 		c, err := p.Client("gzip")
 		Expect(err).NotTo(HaveOccurred())
-		hc := plainHTTP()
+		hc := plainHTTP(c)
 
 		for _, accept := range []string{"application/json", protobuf} {
 			By("listing as " + accept + " with Accept-Encoding: gzip")
@@ -171,8 +199,7 @@ var _ = Describe("a gzip-encoded response", func() {
 
 		By("listing with client-go, whose transport asks for gzip on its own, as every informer's list does")
 		start := p.Trace().Cursor()
-		cfg := c.Config()
-		cfg.Transport = &http2Off{}
+		cfg := privateTransport(c.Config())
 		DeferCleanup(func() { cfg.Transport.(*http2Off).CloseIdleConnections() })
 		list, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -305,7 +332,7 @@ var _ = Describe("a streaming response that is not a watch (a pod proxy stream, 
 		DeferCleanup(cancel)
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+b.path("/stream"), nil)
 		Expect(err).NotTo(HaveOccurred())
-		hc := plainHTTP()
+		hc := plainHTTP(c)
 		lines := make(chan string, 3)
 		go func() {
 			resp, err := hc.Do(req)
@@ -405,8 +432,7 @@ var _ = Describe("an exec, attach or port-forward the apiserver refuses", func()
 			clientName := "upgrade-" + u.subresource + "-" + strings.ToLower(u.header["Upgrade"])
 			c, err := px.Client(clientName)
 			Expect(err).NotTo(HaveOccurred())
-			viaProxy, straight := &http.Transport{}, directHTTP1()
-			DeferCleanup(viaProxy.CloseIdleConnections)
+			viaProxy, straight := asClient(c, listenerTransport(c)), directHTTP1()
 			start := px.Trace().Cursor()
 
 			var codes []int
@@ -445,12 +471,12 @@ func openUpgraded(c *proxy.Client, b *podBackend, upgrade string) io.ReadWriteCl
 	GinkgoHelper()
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel) // after the connection is closed
-	t := &http.Transport{}
-	DeferCleanup(t.CloseIdleConnections)
+	t := listenerTransport(c)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+b.path("/echo"), nil)
 	Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", upgrade)
+	req.Header.Set("Authorization", "Bearer "+c.Config().BearerToken)
 	type result struct {
 		resp *http.Response
 		err  error

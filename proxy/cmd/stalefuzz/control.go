@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stalefuzz/stalefuzz/proxy/internal/loopback"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -23,7 +24,7 @@ type control struct {
 
 // startControl listens on the --control address and serves the endpoint.
 func (s *session) startControl() (*control, error) {
-	addr, err := loopback(s.o.control)
+	addr, err := loopbackAddr(s.o.control)
 	if err != nil {
 		return nil, fmt.Errorf("--control %q: %w", s.o.control, err)
 	}
@@ -59,7 +60,7 @@ func (s *session) startControl() (*control, error) {
 			"GET  /trace   the trace so far, as JSONL\n")
 	})
 	c.srv = &http.Server{
-		Handler:           sameHost(c.addr, http.NewCrossOriginProtection().Handler(mux)),
+		Handler:           loopback.SameHost(c.addr, "the control endpoint", http.NewCrossOriginProtection().Handler(mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() {
@@ -82,24 +83,4 @@ func (c *control) stop() error {
 		<-c.served
 	})
 	return c.err
-}
-
-// sameHost refuses requests whose Host header is not the loopback address
-// the endpoint listens on (or localhost with its port), so that a web page
-// cannot reach it through DNS rebinding.
-func sameHost(addr string, h http.Handler) http.Handler {
-	_, port, _ := net.SplitHostPort(addr)
-	allowed := map[string]bool{
-		addr:                                true,
-		net.JoinHostPort("localhost", port): true,
-		net.JoinHostPort("127.0.0.1", port): true,
-		net.JoinHostPort("::1", port):       true,
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !allowed[r.Host] {
-			http.Error(w, fmt.Sprintf("host %q not allowed: the control endpoint answers requests to %s only", r.Host, addr), http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

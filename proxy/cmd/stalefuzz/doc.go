@@ -13,9 +13,12 @@
 // starts package proxy in front of the apiserver of the kubeconfig's context
 // and gives each --client (repeated or comma-separated; at least one) its
 // own listener on 127.0.0.1 and a kubeconfig, DIR/NAME.kubeconfig (--out:
-// default the current directory, created if missing), that carries no
-// credentials: the proxy adds the kubeconfig's own upstream. Point a
-// controller at it, or use it with kubectl:
+// default the current directory, created if missing, mode 0600), whose
+// only credential is a random token of that client: its listener refuses a
+// request without it (401) or addressed to another host (403: DNS
+// rebinding), and strips it before adding the upstream kubeconfig's own
+// credentials (package proxy, "Client identity"). Point a controller at it,
+// or use it with kubectl:
 //
 //	KUBECONFIG=DIR/NAME.kubeconfig kubectl get configmaps
 //

@@ -93,6 +93,33 @@ func testInProcess(t *testing.T, kubeconfig string) {
 	g.Expect(do(t, req)).To(Equal(http.StatusForbidden), "a cross-site browser request")
 	req, _ = http.NewRequest(http.MethodGet, "http://"+addr+"/mark", nil)
 	g.Expect(do(t, req)).To(Equal(http.StatusMethodNotAllowed), "GET /mark")
+	// The client's listener admits only the client: its kubeconfig's token,
+	// addressed to its own loopback address.
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(out, "c.kubeconfig"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cfg.BearerToken).NotTo(BeEmpty(), "the kubeconfig carries the client's token")
+	// A transport that trusts the listener's certificate and sends nothing
+	// else of the kubeconfig.
+	listener, err := rest.TransportFor(&rest.Config{TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}})
+	g.Expect(err).NotTo(HaveOccurred())
+	secrets := func(host, token string) int {
+		req, _ := http.NewRequest(http.MethodGet, cfg.Host+"/api/v1/namespaces/default/secrets", nil)
+		if host != "" {
+			req.Host = host
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := listener.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("GET %s as the client: %v", req.URL, err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	g.Expect(secrets("", "")).To(Equal(http.StatusUnauthorized), "a request to the client's listener without its token")
+	g.Expect(secrets("attacker.example", cfg.BearerToken)).To(Equal(http.StatusForbidden), "a request to the client's listener with a foreign Host")
+	g.Expect(secrets("", cfg.BearerToken)).To(Equal(http.StatusOK), "the client's own request")
 
 	sigs <- syscall.SIGINT
 	select {

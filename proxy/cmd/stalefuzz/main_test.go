@@ -122,13 +122,13 @@ func TestLoopback(t *testing.T) {
 		"[::1]:9":        "[::1]:9",
 		"127.0.0.2:1":    "127.0.0.2:1",
 	} {
-		if got, err := loopback(in); err != nil || got != want {
-			t.Errorf("loopback(%q) = %q, %v; want %q", in, got, err, want)
+		if got, err := loopbackAddr(in); err != nil || got != want {
+			t.Errorf("loopbackAddr(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"0.0.0.0:0", ":0", "10.0.0.1:80", "example.com:80", "127.0.0.1"} {
-		if got, err := loopback(in); err == nil {
-			t.Errorf("loopback(%q) = %q; want an error", in, got)
+		if got, err := loopbackAddr(in); err == nil {
+			t.Errorf("loopbackAddr(%q) = %q; want an error", in, got)
 		}
 	}
 }

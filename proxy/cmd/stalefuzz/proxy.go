@@ -134,15 +134,15 @@ func (o *proxyOptions) validate(cmd *cobra.Command) error {
 		}
 		seen[c] = true
 	}
-	if _, err := loopback(o.control); err != nil {
+	if _, err := loopbackAddr(o.control); err != nil {
 		return usagef(cmd, "--control %q: %v", o.control, err)
 	}
 	return nil
 }
 
-// loopback checks that addr is host:port with a loopback host, and returns
+// loopbackAddr checks that addr is host:port with a loopback host, and returns
 // it in the form to listen on.
-func loopback(addr string) (string, error) {
+func loopbackAddr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", err
