@@ -121,7 +121,11 @@
 // works for an in-process controller (Client.Config) and for an
 // out-of-process one in any language (Client.Kubeconfig): a path prefix is
 // mishandled by some clients, and a header cannot be set through a plain
-// kubeconfig. Clients speak plain HTTP to the proxy.
+// kubeconfig. Clients speak HTTP/1.1 over TLS to the proxy, which serves a
+// certificate of its own for 127.0.0.1 that Config and Kubeconfig trust
+// (CAData): client-go sends a kubeconfig's credentials to https servers
+// only. A caller that gives Config a Transport of its own must trust CAData
+// there.
 //
 // The proxy forwards every request with the upstream's credentials
 // (Proxy.Upstream): whoever gets a request through a listener acts on the
