@@ -43,8 +43,14 @@ const (
 )
 
 // HarnessError is an execution that could not be judged: the scenario failed
-// to start, a controller died, the budget ran out. It is never a finding.
-type HarnessError struct{ Err error }
+// to start, a controller died, the budget ran out, or the run never settled
+// while its end state was wrong. It is never a finding.
+type HarnessError struct {
+	Err error
+	// Unsettled says the controllers were still writing when the settle
+	// budget ran out, and an oracle of end state could not judge the run.
+	Unsettled bool
+}
 
 func (e *HarnessError) Error() string {
 	return "stalefuzz harness error (not a finding): " + e.Err.Error()
@@ -101,14 +107,8 @@ func NewEnv(s Scenario) (*Env, error) { return newEnv(s, true) }
 // newEnv is NewEnv; share false gives the Env a control plane of its own even
 // under Main (the fuzz coordinator's, stopped before the campaign).
 func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
-	if s.Start == nil || s.Drive == nil {
-		return nil, fmt.Errorf("scenario %q: Start and Drive are required", s.Name)
-	}
-	if err := s.Bounds.orDefault().fits(s.Space); err != nil {
-		return nil, fmt.Errorf("scenario %q: %w", s.Name, err)
-	}
-	if err := s.validQuiet(); err != nil {
-		return nil, fmt.Errorf("scenario %q: %w", s.Name, err)
+	if err := s.Validate(); err != nil {
+		return nil, err
 	}
 	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}}
 	if e.scheme == nil {
@@ -159,8 +159,8 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	// it runs here, outside any execution's clock, with relaxed budgets.
 	e.Ready.Setup = time.Since(began) - e.Ready.ControlPlane
 	e.slack = 10
-	if _, err := e.run(context.Background(), Schedule{Knobs: map[string]int{}}, runOptions{}); err != nil {
-		return nil, fmt.Errorf("scenario %s: warm-up execution without lag: %w", s.Name, err)
+	if err := e.warmUp(context.Background()); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
 	e.slack = 1
 	e.Ready.WarmUp = time.Since(began) - e.Ready.ControlPlane - e.Ready.Setup
@@ -200,9 +200,20 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 	for _, opt := range opts {
 		opt(&o)
 	}
-	res, err := e.run(ctx, sched, o)
+	try := func() (*Result, error) {
+		res, err := e.run(ctx, sched, o)
+		if d := e.s.Differential; err == nil && d != nil {
+			if !res.Settled {
+				// Its final state is not final: a slow run, not a finding.
+				return res, &HarnessError{Err: fmt.Errorf("the run never settled, so its final %s state cannot be compared with the reference run's", d.GVK.Kind), Unsettled: true}
+			}
+			e.differential(ctx, res)
+		}
+		return res, err
+	}
+	res, err := try()
 	for attempt := 2; err != nil && attempt <= o.attempts && ctx.Err() == nil; attempt++ {
-		res, err = e.run(ctx, sched, o)
+		res, err = try()
 	}
 	if err != nil {
 		var h *HarnessError
@@ -210,9 +221,6 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 			err = &HarnessError{Err: err}
 		}
 		return res, err
-	}
-	if d := e.s.Differential; d != nil {
-		e.differential(ctx, res)
 	}
 	return res, nil
 }
@@ -324,7 +332,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	settled := time.Now()
 	res.Phases.Lag = max(0, lagOver.Sub(driven))
 	res.Phases.Settle = settled.Sub(maxTime(lagOver, driven))
-	x.settled = res.Settled
+	x.settled, x.lagOver = res.Settled, lagOver
 	x.mu.Lock()
 	res.Restarts = slices.Clone(x.restarts)
 	x.mu.Unlock()
@@ -335,7 +343,9 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		return res, harness("execution in %s overran its %v budget", ns, budget)
 	}
 	res.Trace = e.proxy.Trace().Since(trace.Cursor{})
-	e.check(ctx, x, res)
+	if err := e.check(ctx, x, res); err != nil {
+		return res, err
+	}
 	res.Phases.Judge = time.Since(settled)
 	if ctx.Err() != nil {
 		return res, harness("execution in %s overran its %v budget while checking", ns, budget)
@@ -614,4 +624,58 @@ func (e *Env) primeRESTMappings() error {
 		}
 	}
 	return nil
+}
+
+// warmUp runs the scenario without lag, outside any execution's clock, and
+// checks that every declared client sends requests and every declared
+// resource is requested, so that a lag step can act on each: a name with a
+// typo would otherwise only mean that the fuzzer finds nothing. A client or
+// resource that only some knob settings use is looked for in the first
+// MaxReferenceSettings settings, one run each, as long as one is missing.
+func (e *Env) warmUp(ctx context.Context) error {
+	clients, resources := map[string]bool{}, map[string]bool{}
+	var tried []map[string]int
+	for i, knobs := range knobSettings(e.s.Knobs, MaxReferenceSettings) {
+		if i > 0 && len(clients) == len(e.s.Clients) && len(resources) == len(e.s.Resources) {
+			break
+		}
+		res, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
+		if err != nil {
+			return fmt.Errorf("warm-up execution without lag (%v): %w", Schedule{Knobs: knobs}, err)
+		}
+		tried = append(tried, knobs)
+		for _, r := range res.Trace.Requests {
+			if slices.Contains(e.s.Clients, r.Client) {
+				clients[r.Client] = true
+			}
+			if slices.Contains(e.s.Resources, r.Resource) {
+				resources[r.Resource] = true
+			}
+		}
+	}
+	var errs []error
+	for _, c := range e.s.Clients {
+		if !clients[c] {
+			errs = append(errs, fmt.Errorf("declared client %q sent no request in runs without lag at knob settings %v, so no lag step can act on it: run a controller as that client (Exec.StartManager, Exec.Command, Exec.Config or Exec.Kubeconfig with that name), or remove it from Scenario.Clients", c, tried))
+		}
+	}
+	for _, r := range e.s.Resources {
+		if !resources[r] {
+			errs = append(errs, fmt.Errorf("declared resource %q was requested by no client in runs without lag at knob settings %v, so no lag step can act on it: %s", r, tried, e.servedAs(r)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// servedAs says whether the apiserver serves a resource of that plural
+// name, for an error about it.
+func (e *Env) servedAs(resource string) string {
+	gvrs, err := e.direct.RESTMapper().ResourcesFor(schema.GroupVersionResource{Resource: resource})
+	if err != nil || len(gvrs) == 0 {
+		return `the apiserver serves no resource of that name (Scenario.Resources takes plural resource names, as in the URL: "configmaps", "gitrepositories")`
+	}
+	if gvrs[0].Resource != resource {
+		return fmt.Sprintf("did you mean %q (%s)? Scenario.Resources takes plural resource names, as in the URL", gvrs[0].Resource, gvrs[0])
+	}
+	return fmt.Sprintf("the apiserver serves it (%s); have a controller watch it, or remove it from Scenario.Resources", gvrs[0])
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,7 @@ type Exec struct {
 	wg          sync.WaitGroup
 	errs        []error
 	procs       []*process
+	files       []*os.File // copies of the commands' files, for restarts
 	timers      []*time.Timer
 	timersDue   int                     // After callbacks not yet run to their end
 	timerDone   time.Time               // when the last After callback ended
@@ -61,6 +63,7 @@ type Exec struct {
 	restarting  int          // restarts under way
 	lagUntil    time.Time    // a restart's lagging apiserver catches up then
 	settled     bool
+	lagOver     time.Time // when the lag was over; zero if it never was
 }
 
 // controller is one restartable controller of the execution, running as one
@@ -83,8 +86,16 @@ type Restart struct {
 	Lag time.Duration
 }
 
-// Knob returns the fuzzer's choice for a declared knob.
-func (x *Exec) Knob(name string) int { return x.Schedule.Knobs[name] }
+// Knob returns the fuzzer's choice for a declared knob. Asking for a knob the
+// scenario does not declare is a mistake in the scenario: it returns 0 and
+// makes the execution a harness error that names the knob.
+func (x *Exec) Knob(name string) int {
+	v, ok := x.Schedule.Knobs[name]
+	if !ok && !slices.ContainsFunc(x.env.s.Knobs, func(k Knob) bool { return k.Name == name }) {
+		x.fail(fmt.Errorf("Exec.Knob(%q): scenario %s declares no such knob (Scenario.Knobs: %s)", name, x.env.s.Name, names(x.env.s.Knobs)))
+	}
+	return v
+}
 
 // Config returns a rest.Config whose traffic is the named client's.
 func (x *Exec) Config(clientName string) (*rest.Config, error) {
@@ -287,13 +298,25 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 // process group, which is killed when the execution ends, and, as the control
 // plane's, it cannot outlive this process however it dies (package
 // proxy/reaper: SIGKILL to its whole process group, by Pdeathsig and by a
-// reaper process). name is the proxy client it runs
-// as: a restart of that client SIGKILLs it and executes it again with the
-// same path, arguments, environment, directory and output files (Command
-// keeps its own copies of cmd's output files, so the caller may close its
-// own after Command returns). Its exit before the execution ends, other than
-// by a restart, is a harness error.
+// reaper process). name is the proxy client it runs as: a restart of that
+// client SIGKILLs it and executes it again as cmd was given: the same path,
+// arguments, environment, directory, standard input, output and error,
+// extra files and process attributes. Command keeps its own copies of cmd's
+// files (the caller may close its own once Command returns); a Stdin that
+// is not an *os.File (a reader a first run would drain) is refused: give a
+// file, or nil. Its exit before the execution ends, other than by a restart,
+// is a harness error.
 func (x *Exec) Command(name string, cmd *exec.Cmd) error {
+	sp, err := x.specOf(name, cmd)
+	if err != nil {
+		return err
+	}
+	return x.command(name, sp, cmd)
+}
+
+// command starts cmd (the caller's, or a restart's made from sp) as client
+// name, and registers how to restart it.
+func (x *Exec) command(name string, sp *spec, cmd *exec.Cmd) error {
 	since := x.env.proxy.Trace().Cursor()
 	p, err := x.startProcess(name, cmd)
 	if err != nil {
@@ -303,10 +326,7 @@ func (x *Exec) Command(name string, cmd *exec.Cmd) error {
 		stop: p.kill,
 		start: func(ctx context.Context) error {
 			watched := x.watchedSince(name, since)
-			again := exec.Command(cmd.Path, cmd.Args[1:]...)
-			again.Env, again.Dir = cmd.Env, cmd.Dir
-			again.Stdout, again.Stderr = p.stdout, p.stderr
-			if err := x.Command(name, again); err != nil {
+			if err := x.command(name, sp, sp.cmd()); err != nil {
 				return err
 			}
 			for _, res := range watched {
@@ -320,34 +340,108 @@ func (x *Exec) Command(name string, cmd *exec.Cmd) error {
 	return nil
 }
 
+// spec is what executing a command again needs, taken from the caller's
+// exec.Cmd before the reaper rewrites it (package reaper starts it through
+// a shell that records its PID), with the execution's own copies of its
+// files, closed when the execution ends.
+type spec struct {
+	path           string
+	args, env      []string
+	dir            string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	extra          []*os.File
+	attr           *syscall.SysProcAttr
+	// offsets are where the input files (stdin and the extra files) were
+	// read to when Command was called: a copy shares its offset with the
+	// instance before, which may have read on, so a restart rewinds it.
+	offsets map[*os.File]int64
+}
+
+// specOf copies cmd, duplicating its files.
+func (x *Exec) specOf(name string, cmd *exec.Cmd) (*spec, error) {
+	sp := &spec{path: cmd.Path, args: slices.Clone(cmd.Args), env: slices.Clone(cmd.Env), dir: cmd.Dir, stdout: cmd.Stdout, stderr: cmd.Stderr,
+		offsets: map[*os.File]int64{}}
+	if cmd.SysProcAttr != nil {
+		attr := *cmd.SysProcAttr
+		sp.attr = &attr
+	}
+	keep := func(f *os.File) (*os.File, error) {
+		fd, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			return nil, fmt.Errorf("unable to keep %s of %s for its restarts: %w", f.Name(), name, err)
+		}
+		dup := os.NewFile(uintptr(fd), f.Name())
+		if off, err := dup.Seek(0, io.SeekCurrent); err == nil {
+			sp.offsets[dup] = off // a pipe or a terminal has none
+		}
+		x.mu.Lock()
+		x.files = append(x.files, dup)
+		x.mu.Unlock()
+		return dup, nil
+	}
+	var err error
+	switch in := cmd.Stdin.(type) {
+	case nil:
+	case *os.File:
+		if sp.stdin, err = keep(in); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unable to run %s: its Stdin is a %T, which its first run would drain before a restart: give an *os.File (or nil)", name, cmd.Stdin)
+	}
+	for _, w := range []*io.Writer{&sp.stdout, &sp.stderr} {
+		if f, ok := (*w).(*os.File); ok {
+			if *w, err = keep(f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, f := range cmd.ExtraFiles {
+		var dup *os.File
+		if f != nil {
+			if dup, err = keep(f); err != nil {
+				return nil, err
+			}
+		}
+		sp.extra = append(sp.extra, dup)
+	}
+	return sp, nil
+}
+
+// cmd is a fresh exec.Cmd as the caller's was, its input files rewound to
+// where they were then.
+func (sp *spec) cmd() *exec.Cmd {
+	for _, f := range append([]*os.File{asFile(sp.stdin)}, sp.extra...) {
+		if off, ok := sp.offsets[f]; ok && f != nil {
+			_, _ = f.Seek(off, io.SeekStart)
+		}
+	}
+	c := &exec.Cmd{Path: sp.path, Args: slices.Clone(sp.args), Env: slices.Clone(sp.env), Dir: sp.dir,
+		Stdin: sp.stdin, Stdout: sp.stdout, Stderr: sp.stderr, ExtraFiles: slices.Clone(sp.extra)}
+	if sp.attr != nil {
+		attr := *sp.attr
+		c.SysProcAttr = &attr
+	}
+	return c
+}
+
+func asFile(r io.Reader) *os.File {
+	f, _ := r.(*os.File)
+	return f
+}
+
 // process is one child process of the execution.
 type process struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr io.Writer // the execution's own copies of cmd's output files
-	files          []*os.File
-	restarted      atomic.Bool
-	exited         chan struct{}
+	name      string
+	cmd       *exec.Cmd
+	restarted atomic.Bool
+	exited    chan struct{}
 }
 
 func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
-	p := &process{name: name, cmd: cmd, stdout: cmd.Stdout, stderr: cmd.Stderr, exited: make(chan struct{})}
-	// Keep the output files open for a restart, whatever the caller does
-	// with its own.
-	for _, w := range []*io.Writer{&p.stdout, &p.stderr} {
-		if f, ok := (*w).(*os.File); ok {
-			fd, err := syscall.Dup(int(f.Fd()))
-			if err != nil {
-				p.close()
-				return nil, fmt.Errorf("unable to keep the output of %s: %w", name, err)
-			}
-			dup := os.NewFile(uintptr(fd), f.Name())
-			p.files = append(p.files, dup)
-			*w = dup
-		}
-	}
+	p := &process{name: name, cmd: cmd, exited: make(chan struct{})}
 	if err := x.env.reaper.Start(cmd); err != nil {
-		p.close()
 		return nil, fmt.Errorf("unable to start %s: %w", name, err)
 	}
 	x.mu.Lock()
@@ -375,12 +469,6 @@ func (p *process) kill() error {
 		return nil
 	case <-time.After(RestartBudget):
 		return fmt.Errorf("%s (pid %d) still running %v after SIGKILL", p.name, p.cmd.Process.Pid, RestartBudget)
-	}
-}
-
-func (p *process) close() {
-	for _, f := range p.files {
-		_ = f.Close()
 	}
 }
 
@@ -429,8 +517,8 @@ func (x *Exec) stop(budget time.Duration) error {
 	case <-time.After(budget):
 		return fmt.Errorf("controllers still running %v after their context ended", budget)
 	}
-	for _, p := range x.procs {
-		p.close()
+	for _, f := range x.files {
+		_ = f.Close()
 	}
 	return os.RemoveAll(x.dir)
 }

@@ -47,6 +47,11 @@ func (s Scenario) Encode(sch Schedule) []byte { return s.codec(s.Space).encode(s
 // $TMPDIR/stalefuzz-findings.
 func Fuzz(f *testing.F, s Scenario) {
 	f.Helper()
+	// A mistake in the scenario is refused before anything starts, in the
+	// coordinator and in every worker alike.
+	if err := s.Validate(); err != nil {
+		f.Fatal(err)
+	}
 	// The coordinator of go test -fuzz owns the corpus: it must get the
 	// seeds too (test.fuzz is set in it and in its workers).
 	seeds := 0
@@ -72,21 +77,25 @@ func Fuzz(f *testing.F, s Scenario) {
 		noLag = noLagSeeds(s, origins)
 	}
 	if isCoordinator(f.Name()) {
-		// The coordinator owns the corpus: seeds from reference runs are
-		// added here, before fuzzing starts.
-		if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && s.Space.anchored() {
-			addReferenceSeeds(f, s)
-		}
-		for _, b := range noLag {
-			f.Add(b)
-		}
-		f.Fuzz(func(*testing.T, []byte) {})
+		coordinate(f.Name(), s.Name, func() {
+			// The coordinator owns the corpus: seeds from reference runs
+			// are added here, before fuzzing starts.
+			if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && s.Space.anchored() {
+				addReferenceSeeds(f, s)
+			}
+			for _, b := range noLag {
+				f.Add(b)
+			}
+		}, func() { f.Fuzz(func(*testing.T, []byte) {}) })
 		return
 	}
 	fuzzing := isFuzzing()
 	env, err := NewEnv(s)
 	if err != nil {
-		f.Fatalf("scenario %s: %v", s.Name, err)
+		if fuzzing {
+			workerFailed(err) // the coordinator prints it: a worker's output goes nowhere
+		}
+		f.Fatal(err)
 	}
 	f.Cleanup(func() {
 		if err := env.Stop(); err != nil {
@@ -342,23 +351,24 @@ func writeStats(scenario string, ready Readiness, execs, harnessErrs int, d time
 	w := fmt.Sprintf("%s: worker %d", scenario, os.Getpid())
 	line := fmt.Sprintf("%s: ready to fuzz in %s\n%s: %d executions (%d harness errors) in %.0fs of fuzzing: %.1f executions/min\n%s: one execution, on average: %s\n",
 		w, ready, w, execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes(), w, mean)
-	if os.MkdirAll(findingsDir(), 0o755) == nil {
-		_ = os.WriteFile(filepath.Join(findingsDir(), fmt.Sprintf("stats-%d.log", os.Getpid())), []byte(line), 0o644)
+	if os.MkdirAll(campaignDir(), 0o700) == nil {
+		_ = os.WriteFile(filepath.Join(campaignDir(), fmt.Sprintf("stats-%d.log", os.Getpid())), []byte(line), 0o600)
 	}
 }
 
 // logHarnessError appends a harness error to harness-errors.log in the
 // findings directory: while fuzzing, a skipped input is otherwise invisible.
 func logHarnessError(scenario string, sched Schedule, err error) {
-	appendLine("harness-errors.log", fmt.Sprintf("%s: schedule %s: %v", scenario, sched, err))
+	appendLine(harnessErrorsFile, fmt.Sprintf("%s: schedule %s: %v", scenario, sched, err))
 }
 
+// appendLine appends a line to a file of the campaign's directory.
 func appendLine(name, line string) {
-	dir := findingsDir()
-	if os.MkdirAll(dir, 0o755) != nil {
+	dir := campaignDir()
+	if os.MkdirAll(dir, 0o700) != nil {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return
 	}

@@ -17,13 +17,17 @@ import (
 )
 
 // check runs every oracle the scenario enables, recording violations in res.
-func (e *Env) check(ctx context.Context, x *Exec, res *Result) {
+// It returns a *HarnessError when the run cannot be judged: an object not
+// converged in a run that never settled.
+func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 	if c := e.s.Converge; c != nil {
-		e.convergence(ctx, x, c, res)
+		if err := e.convergence(ctx, x, c, res); err != nil {
+			return err
+		}
 	}
 	for _, path := range e.s.LostUpdates {
 		for _, l := range lostUpdates(res.Trace, path) {
-			res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Message: l.msg, At: l.at})
+			res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Subject: l.obj.String(), Message: l.msg, At: l.at})
 		}
 	}
 	for _, c := range e.s.Checks {
@@ -31,12 +35,19 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) {
 			res.violate(c.Name, err.Error())
 		}
 	}
+	return nil
 }
 
 // convergence: every object of the kind has observedGeneration == generation
-// and Ready=True. Not converged after settling is "stuck"; not converged and
-// still writing when the settle budget ran out is "convergence".
-func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Result) {
+// and Ready=True. Not converged after the run settled (the lag over, then no
+// writes for the quiet period) is "stuck". Not converged while the
+// controllers were still writing when the settle budget ran out is
+// "convergence" only when they were retrying without progress: since the lag
+// was over, at least minFailedRetries writes and not one of them succeeded
+// (a cache that never catches up meets 409 after 409). Otherwise the run
+// says nothing: on a loaded machine a healthy controller is slow, and that
+// run is a harness error (retried), never a finding.
+func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Result) error {
 	ready := c.Ready
 	if ready == "" {
 		ready = "Ready"
@@ -44,8 +55,7 @@ func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Res
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(c.GVK.GroupVersion().WithKind(c.GVK.Kind + "List"))
 	if err := e.direct.List(ctx, list, client.InNamespace(x.Namespace)); err != nil {
-		res.violate("convergence", fmt.Sprintf("unable to list %s in %s: %v", c.GVK.Kind, x.Namespace, err))
-		return
+		return harness("unable to list %s in %s to judge convergence: %w", c.GVK.Kind, x.Namespace, err)
 	}
 	res.Converged = true
 	for _, o := range list.Items {
@@ -62,12 +72,45 @@ func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Res
 			continue
 		}
 		res.Converged = false
-		oracle, why := "stuck", "settled (lag over, no writes, nothing held) but not converged"
-		if !res.Settled {
-			oracle, why = "convergence", fmt.Sprintf("not converged %v after the lag ended, still writing", SettleBudget)
+		obj := fmt.Sprintf("%s %s/%s", c.GVK.Kind, o.GetNamespace(), o.GetName())
+		if res.Settled {
+			res.violateOn("stuck", obj, fmt.Sprintf("%s: settled (lag over, no writes, nothing held) but not converged: %s", obj, strings.Join(problems, "; ")))
+			continue
 		}
-		res.violate(oracle, fmt.Sprintf("%s %s/%s: %s: %s", c.GVK.Kind, o.GetNamespace(), o.GetName(), why, strings.Join(problems, "; ")))
+		ok, failed, conflicts := writesSince(res.Trace, x.lagOver)
+		if x.lagOver.IsZero() || ok > 0 || failed < minFailedRetries {
+			return &HarnessError{Err: fmt.Errorf("%s not converged (%s) and the run never settled: its controllers were still at work %v after the lag ended (%d writes succeeded, %d failed since), so convergence cannot be judged: a slow machine, not a finding",
+				obj, strings.Join(problems, "; "), SettleBudget*e.slack, ok, failed), Unsettled: true}
+		}
+		res.violateOn("convergence", obj, fmt.Sprintf("%s: not converged, its controllers retrying without progress: since the lag was over, %d writes, none succeeded (%d answered 409 Conflict): %s",
+			obj, failed, conflicts, strings.Join(problems, "; ")))
 	}
+	return nil
+}
+
+// minFailedRetries is how many writes, all failed, since the lag was over
+// make an unsettled run one of no progress rather than a slow one.
+const minFailedRetries = 3
+
+// writesSince counts the writes answered after since: those that
+// succeeded, those that failed, and of those the 409s.
+func writesSince(tr trace.Trace, since time.Time) (ok, failed, conflicts int) {
+	for i := range tr.Requests {
+		r := &tr.Requests[i]
+		if !r.IsWrite() || r.DryRun || r.Code == 0 || r.Start.Before(since) {
+			continue
+		}
+		switch {
+		case r.Code/100 == 2:
+			ok++
+		case r.Code == 409:
+			failed++
+			conflicts++
+		default:
+			failed++
+		}
+	}
+	return ok, failed, conflicts
 }
 
 func orMissing(found bool, v int64) string {

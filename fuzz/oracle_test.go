@@ -1,6 +1,9 @@
 package fuzz
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +88,38 @@ func TestLostUpdateOracleAndAuditAgree(t *testing.T) {
 				t.Errorf("audit: overwrote unseen = %v, want %v: %+v", got, tc.lost, o)
 			}
 		})
+	}
+}
+
+// A finding with twenty verdicts of one oracle on one object reads as the
+// first and a count; Err and the picture keep every one.
+func TestReportGroupsRepeatedViolations(t *testing.T) {
+	var tr trace.Trace
+	for i := range 20 {
+		tr.Requests = append(tr.Requests,
+			planPatch("a", "example.com", "rollouts", "r", 10*i, strconv.Itoa(100+2*i), "A"+strconv.Itoa(i)),
+			planPatch("b", "example.com", "rollouts", "r", 10*i+5, strconv.Itoa(101+2*i), "B"+strconv.Itoa(i)))
+	}
+	res := &Result{Scenario: "s", Trace: tr}
+	for _, l := range lostUpdates(tr, "status.plan.id") {
+		res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Subject: l.obj.String(), Message: l.msg, At: l.at})
+	}
+	res.violate("mine", "one")
+	res.violate("mine", "two")
+	if len(res.Violations) < 22 {
+		t.Fatalf("want at least 20 lost updates and 2 checks, got %d violations", len(res.Violations))
+	}
+	rep := res.Report()
+	if n := strings.Count(rep, "violation [lost-update]"); n != 1 {
+		t.Errorf("report shows %d lost-update violations, want the first only:\n%s", n, rep)
+	}
+	if want := fmt.Sprintf("... and %d more like it ([lost-update] on rollouts.example.com ns/r", len(res.Violations)-3); !strings.Contains(rep, want) {
+		t.Errorf("report lacks %q:\n%s", want, rep)
+	}
+	if !strings.Contains(rep, "violation [mine]: one") || !strings.Contains(rep, "violation [mine]: two") {
+		t.Errorf("a check's different verdicts without a subject must each show:\n%s", rep)
+	}
+	if n := strings.Count(res.Err().Error(), "[lost-update]"); n != len(res.Violations)-2 {
+		t.Errorf("Err lists %d lost updates, want every one", n)
 	}
 }

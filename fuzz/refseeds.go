@@ -170,7 +170,7 @@ func weight(m map[string]int) int {
 // one per line) for the workers, which report where a finding's input came
 // from.
 func referenceSeedsFile(target string) string {
-	return filepath.Join(findingsDir(), "reference-seeds-"+target+".hex")
+	return filepath.Join(campaignDir(), "reference-seeds-"+target+".hex")
 }
 
 func writeReferenceSeeds(target string, inputs [][]byte) {
@@ -178,8 +178,8 @@ func writeReferenceSeeds(target string, inputs [][]byte) {
 	for _, in := range inputs {
 		b.WriteString(hex.EncodeToString(in) + "\n")
 	}
-	if os.MkdirAll(findingsDir(), 0o755) == nil {
-		_ = os.WriteFile(referenceSeedsFile(target), []byte(b.String()), 0o644)
+	if os.MkdirAll(campaignDir(), 0o700) == nil {
+		_ = os.WriteFile(referenceSeedsFile(target), []byte(b.String()), 0o600)
 	}
 }
 

@@ -69,7 +69,11 @@ func (p Phases) String() string {
 
 // Violation is one oracle's verdict.
 type Violation struct {
-	Oracle  string
+	Oracle string
+	// Subject names the object the verdict is about ("rollouts.example.com
+	// ns/r", "GitRepository ns/app"), when the oracle knows; a finding
+	// groups repeated verdicts of one oracle on one subject.
+	Subject string
 	Message string
 	// At is when the violation happened, when the oracle knows (a lost
 	// update: the replacing write); zero otherwise.
@@ -78,6 +82,10 @@ type Violation struct {
 
 func (r *Result) violate(oracle, msg string) {
 	r.Violations = append(r.Violations, Violation{Oracle: oracle, Message: msg})
+}
+
+func (r *Result) violateOn(oracle, subject, msg string) {
+	r.Violations = append(r.Violations, Violation{Oracle: oracle, Subject: subject, Message: msg})
 }
 
 // Err is nil when no oracle was violated, else every violation, each naming
@@ -103,8 +111,11 @@ func (r *Result) Report() string {
 	for _, st := range r.Schedule.Steps {
 		fmt.Fprintf(&b, "  cause of %s: %s\n", st, st.Cause())
 	}
-	for _, v := range r.Violations {
-		fmt.Fprintf(&b, "violation [%s]: %s\n", v.Oracle, v.Message)
+	for _, g := range groupViolations(r.Violations) {
+		fmt.Fprintf(&b, "violation [%s]: %s\n", g.first.Oracle, g.first.Message)
+		if g.more > 0 {
+			fmt.Fprintf(&b, "  ... and %d more like it ([%s] on %s; every one is in the picture and in Result.Violations)\n", g.more, g.first.Oracle, g.subject())
+		}
 	}
 	b.WriteString("timeline (t = seconds after the mark):\n")
 	for _, l := range r.Timeline(60) {
@@ -117,6 +128,40 @@ func (r *Result) Report() string {
 		b.WriteString("  " + l + "\n")
 	}
 	return b.String()
+}
+
+// violationGroup is the first of the violations of one oracle on one
+// subject, and how many more there were.
+type violationGroup struct {
+	first Violation
+	more  int
+}
+
+func (g violationGroup) subject() string {
+	if g.first.Subject == "" {
+		return "the same words"
+	}
+	return g.first.Subject
+}
+
+// groupViolations groups vs by oracle and subject (by message when the
+// subject is unknown), in order of first appearance.
+func groupViolations(vs []Violation) []violationGroup {
+	var out []violationGroup
+	index := map[[2]string]int{}
+	for _, v := range vs {
+		k := [2]string{v.Oracle, v.Subject}
+		if v.Subject == "" {
+			k[1] = "\x00" + v.Message
+		}
+		if i, ok := index[k]; ok {
+			out[i].more++
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, violationGroup{first: v})
+	}
+	return out
 }
 
 // Audit classifies the execution's writes and flags the blind ones that

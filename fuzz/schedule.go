@@ -84,10 +84,24 @@ func (b Bounds) fits(space Space) error {
 		return fmt.Errorf("bounds %+v: want 0 < MaxStart < MaxFaultEnd <= MaxLagEnd, MaxLength >= %v, MaxDelay >= 0", b, MinLength)
 	}
 	lagOver := max(b.MaxLagEnd+b.MaxDelay, b.faultEnd()+b.faultAllowance(space))
-	if total := StartBudget + DriveBudget + lagOver + SettleBudget + StopBudget; total > Budget {
-		return fmt.Errorf("bounds %+v: an execution could take %v in space %v, over the %v budget", b, total, space, Budget)
+	if lagOver <= lagBudget() {
+		return nil
 	}
-	return nil
+	// Say which bound to lower, and to what.
+	var fix []string
+	if over := b.MaxLagEnd + b.MaxDelay - lagBudget(); over > 0 {
+		fix = append(fix, fmt.Sprintf("MaxLagEnd+MaxDelay (%v+%v) must be at most %v: lower MaxLagEnd or MaxDelay by %v", b.MaxLagEnd, b.MaxDelay, lagBudget(), over))
+	}
+	if allowance := b.faultAllowance(space); b.faultEnd()+allowance > lagBudget() {
+		most := lagBudget() - allowance
+		fix = append(fix, fmt.Sprintf("a fault's window must end by %v, leaving %v for what it sets off (client-go's relist backoff %v or a restart %v, then a lag of up to MaxDelay %v): set MaxFaultEnd to %v or less (it is %v)",
+			lagBudget(), allowance, RelistBackoff, RestartBudget, b.MaxDelay, most, b.faultEnd()))
+		if most <= b.MaxStart {
+			fix = append(fix, fmt.Sprintf("MaxFaultEnd must also exceed MaxStart (%v): lower MaxStart, or MaxDelay to shorten the allowance", b.MaxStart))
+		}
+	}
+	return fmt.Errorf("bounds %+v: an execution could take %v in space %v, over the %v budget of one execution (%s)",
+		b, StartBudget+DriveBudget+lagOver+SettleBudget+StopBudget, space, Budget, strings.Join(fix, "; "))
 }
 
 // faultAllowance is how long after the end of its window a fault step of the

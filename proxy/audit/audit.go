@@ -374,9 +374,27 @@ func (r Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "blind writes over an unseen change (%d fields):\n", len(r.Overwrites))
+	// The first write of each client, call site, verb and object is shown
+	// whole; the writes like it are counted below, so that a controller
+	// that overwrites twenty times reads as one line and a count.
+	shown := map[overwriteKind]string{} // kind → the header of its write shown
+	more := map[overwriteKind]map[string]bool{}
+	var kinds []overwriteKind
 	last := ""
 	for _, o := range r.Overwrites {
-		if h := o.header(); h != last {
+		k, h := o.kind(), o.header()
+		if first, ok := shown[k]; ok && first != h {
+			if more[k] == nil {
+				more[k] = map[string]bool{}
+			}
+			more[k][h] = true
+			continue
+		}
+		if _, ok := shown[k]; !ok {
+			shown[k] = h
+			kinds = append(kinds, k)
+		}
+		if h != last {
 			fmt.Fprintf(w, "  t%+.3fs %s\n", o.At.Sub(r.Start).Seconds(), h)
 			last = h
 		}
@@ -384,7 +402,40 @@ func (r Report) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
+	for _, k := range kinds {
+		if n := len(more[k]); n > 0 {
+			if _, err := fmt.Fprintf(w, "  ... and %d more writes like it: %s (each in --json and the picture)\n", n, k); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// overwriteKind is what makes blind writes alike: the writer, its call
+// site, the verb and the object.
+type overwriteKind struct {
+	client, caller, verb, subresource, resource, namespace, name string
+}
+
+func (o Overwrite) kind() overwriteKind {
+	return overwriteKind{o.Client, o.Caller, o.Verb, o.Subresource, o.Resource, o.Namespace, o.Name}
+}
+
+func (k overwriteKind) String() string {
+	verb := k.verb
+	if k.subresource != "" {
+		verb += " " + k.subresource
+	}
+	obj := k.resource + " " + k.name
+	if k.namespace != "" {
+		obj = k.resource + " " + k.namespace + "/" + k.name
+	}
+	s := fmt.Sprintf("%s %s %s", k.client, verb, obj)
+	if k.caller != "" {
+		s += " at " + k.caller
+	}
+	return s
 }
 
 var htmlTable = template.Must(template.New("audit").Funcs(template.FuncMap{

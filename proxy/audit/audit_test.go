@@ -213,3 +213,37 @@ func TestConnectionsAreNotWrites(t *testing.T) {
 		t.Fatalf("want only the eviction as a write, got %+v", rep.Rows)
 	}
 }
+
+// Twenty blind writes of one writer to one object read as the first and a
+// count; the JSON keeps every one.
+func TestTableGroupsRepeatedOverwrites(t *testing.T) {
+	var tr trace.Trace
+	for i := range 20 {
+		rv := 100 + 2*i
+		tr.Requests = append(tr.Requests,
+			statusPatch("a", 10*i, "", strconv.Itoa(rv), map[string]string{"status.plan.id": strconv.Quote("A" + strconv.Itoa(i))}),
+			statusPatch("b", 10*i+5, "", strconv.Itoa(rv+1), map[string]string{"status.plan.id": strconv.Quote("B" + strconv.Itoa(i))}))
+	}
+	rep := audit.Of(tr)
+	if len(rep.Overwrites) < 20 {
+		t.Fatalf("want at least 20 overwrites (b never saw a's), got %d", len(rep.Overwrites))
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	out := table.String()
+	if n := strings.Count(out, "b patch status rollouts ns/r"); n != 2 { // the first write shown, and the count line
+		t.Errorf("b's writes appear %d times, want its first and one count:\n%s", n, out)
+	}
+	if !strings.Contains(out, "... and 19 more writes like it: b patch status rollouts ns/r at controller.go:70") {
+		t.Errorf("table lacks the count of b's other 19 writes:\n%s", out)
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(js), `"client":"b","caller"`); n < 20 {
+		t.Errorf("the JSON form lists %d of b's overwrites, want every one", n)
+	}
+}
