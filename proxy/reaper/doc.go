@@ -17,9 +17,11 @@
 // through a one-line shim that records its PID in the directory, as a file of
 // its own, before it execs the binary, so the PID recorded is the binary's
 // and is recorded before the binary runs. When the pipe closes without the
-// word "stop", the reaper kills the process group of every PID still recorded
-// and removes the directory. A process started with Start is forgotten once
-// it has exited and been waited for, so a reused PID is never killed.
+// word "stop", the reaper moves the records away (a shim that has not yet
+// recorded its PID then exits without exec'ing), kills the process group of
+// every PID recorded and removes the directory. A process started with Start
+// is forgotten once it has exited and been waited for, so a reused PID is
+// never killed.
 //
 // Owned processes are process group leaders, so a group kill also reaches
 // what they started themselves, unless they moved it to a group of its own.

@@ -25,12 +25,15 @@ type Reaper struct {
 
 // script waits for its stdin to close. If the last line it read is not
 // "stop", the process that started it died without cleaning up: it kills
-// every recorded process group and removes the directory.
+// every recorded process group and removes the directory. It moves pids.d
+// away first, so that no PID is recorded after it has listed them: a shim
+// that has not yet recorded its PID finds no pids.d and does not exec.
 const script = `trap '' INT TERM HUP
 last=
 while IFS= read -r line; do last=$line; done
 [ "$last" = stop ] && exit 0
-for f in "$1"/pids.d/*; do
+mv "$1/pids.d" "$1/pids.dead"
+for f in "$1"/pids.dead/*; do
   [ -f "$f" ] || continue
   p=${f##*/}
   # dash: "kill -KILL -- -PID" is refused ("Illegal number"); -s works.
@@ -69,10 +72,12 @@ func (r *Reaper) Dir() string { return r.dir }
 // Shim writes an executable into the directory that records its PID and then
 // execs bin with its arguments, for a binary that something else launches
 // (envtest, say). Launch it as a process group leader, so that a kill of its
-// group reaches what it starts. It returns the shim's path.
+// group reaches what it starts. If it cannot record its PID (the owner has
+// died and the reaper is at work), it exits without running bin. It returns
+// the shim's path.
 func (r *Reaper) Shim(name, bin string) (string, error) {
 	path := filepath.Join(r.dir, name)
-	s := fmt.Sprintf("#!/bin/sh\n: > %s/$$\nexec %s \"$@\"\n", quote(r.pids), quote(bin))
+	s := fmt.Sprintf("#!/bin/sh\n: > %s/$$ && exec %s \"$@\"\n", quote(r.pids), quote(bin))
 	if err := os.WriteFile(path, []byte(s), 0o700); err != nil {
 		return "", fmt.Errorf("reaper: unable to write shim for %s: %w", name, err)
 	}
