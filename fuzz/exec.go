@@ -286,8 +286,8 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 // Command starts a child process that the execution owns: it runs in its own
 // process group, which is killed when the execution ends, and, as the control
 // plane's, it cannot outlive this process however it dies (package
-// proxy/reaper: SIGKILL to its whole process group, by Pdeathsig and by a
-// reaper process). name is the proxy client it runs
+// proxy/reaper: SIGKILL to its whole process group by a reaper process, and
+// on Linux by Pdeathsig too). name is the proxy client it runs
 // as: a restart of that client SIGKILLs it and executes it again with the
 // same path, arguments, environment, directory and output files (Command
 // keeps its own copies of cmd's output files, so the caller may close its

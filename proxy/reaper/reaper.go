@@ -110,13 +110,14 @@ func (r *Reaper) Start(cmd *exec.Cmd) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	setPdeathsig(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("reaper: unable to start %s: %w", bin, err)
 	}
 	// The shim records the PID before the binary runs, which covers this
-	// process dying right now (so does Pdeathsig); recording it here as well
-	// means the record exists when Start returns, for Stop and PIDs.
+	// process dying right now (so does Pdeathsig, on Linux); recording it
+	// here as well means the record exists when Start returns, for Stop and
+	// PIDs.
 	if err := os.WriteFile(filepath.Join(r.pids, strconv.Itoa(cmd.Process.Pid)), nil, 0o600); err != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
@@ -172,35 +173,30 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 // Gone reports whether process pid has exited: it no longer exists, or it is
 // a zombie waiting for its parent to reap it.
 func Gone(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return true
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+	return syscall.Kill(pid, 0) != nil || zombie(pid)
 }
 
 // Running lists the live processes (Gone excluded) whose executable is bin,
-// for a test that checks that none of them survived.
+// for a test that checks that none of them survived. On Linux a process's
+// executable is the file it runs (/proc/PID/exe); elsewhere it is the path ps
+// reports, the one the process was started by, compared with bin with
+// symlinks resolved.
 func Running(bin string) []int {
 	want, err := filepath.EvalSymlinks(bin)
 	if err != nil {
 		return nil
 	}
 	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == want && !Gone(pid) {
-			pids = append(pids, pid)
+	for _, p := range executables() {
+		if p.exe == want && !Gone(p.pid) {
+			pids = append(pids, p.pid)
 		}
 	}
 	return pids
+}
+
+// executable is a process and the path of its executable, symlinks resolved.
+type executable struct {
+	pid int
+	exe string
 }
