@@ -26,9 +26,11 @@ test-volume: deps assets source-controller ## the scenarios' statistics (19 in 2
 bench: assets ## print the proxy's throughput and latency figures against a direct connection
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/
 
-lint: ## gofmt and go vet
+lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm64 (the library builds on macOS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
+	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
 .PHONY: picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png

@@ -297,12 +297,13 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 // Command starts a child process that the execution owns: it runs in its own
 // process group, which is killed when the execution ends, and, as the control
 // plane's, it cannot outlive this process however it dies (package
-// proxy/reaper: SIGKILL to its whole process group, by Pdeathsig and by a
-// reaper process). name is the proxy client it runs as: a restart of that
-// client SIGKILLs it and executes it again as cmd was given: the same path,
-// arguments, environment, directory, standard input, output and error,
-// extra files and process attributes. Command keeps its own copies of cmd's
-// files (the caller may close its own once Command returns); a Stdin that
+// proxy/reaper: SIGKILL to its whole process group by a reaper process, and
+// on Linux by Pdeathsig too). name is the proxy client it runs as: a restart
+// of that client SIGKILLs it and executes it again as cmd was given: the
+// same path, arguments, environment, directory, standard input, output and
+// error, extra files and process attributes. Command keeps its own copies of
+// cmd's files (the caller may close its own once Command returns), and
+// rewinds the input files to where they were for each restart; a Stdin that
 // is not an *os.File (a reader a first run would drain) is refused: give a
 // file, or nil. Its exit before the execution ends, other than by a restart,
 // is a harness error.

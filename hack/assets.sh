@@ -6,7 +6,9 @@
 # the repository, so a store that setup-envtest already filled is reused and a
 # fresh clone does not rebuild:
 #
-#   ${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/<k8s>-linux-amd64/
+#   ${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/<k8s>-<goos>-<goarch>/
+#
+# (<goos>-<goarch> from go env: linux-amd64, darwin-arm64, ...)
 #
 # Idempotent: a binary that is present and reports the pinned version is kept.
 # KUBEBUILDER_ASSETS, when set, names the directory to fill instead.

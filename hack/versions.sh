@@ -4,12 +4,13 @@ K8S_VERSION=v1.37.1
 ETCD_VERSION=v3.6.16
 
 # envtest_assets_dir prints where the control plane binaries live:
-# KUBEBUILDER_ASSETS when set, else the setup-envtest store.
+# KUBEBUILDER_ASSETS when set, else the setup-envtest store's directory for
+# the platform go builds for (proxy/controlplane's DefaultAssetsDir).
 envtest_assets_dir() {
 	if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
 		echo "$KUBEBUILDER_ASSETS"
 	else
-		echo "${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/${K8S_VERSION#v}-linux-amd64"
+		echo "${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/${K8S_VERSION#v}-$(go env GOOS)-$(go env GOARCH)"
 	fi
 }
 # SOURCE_CONTROLLER_VERSION must match the require in hack/tools/source-controller/go.mod.

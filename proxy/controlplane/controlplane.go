@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -49,13 +50,20 @@ type Environment struct {
 }
 
 // DefaultAssetsDir is where hack/assets.sh puts the binaries when
-// KUBEBUILDER_ASSETS is unset: the setup-envtest store layout.
+// KUBEBUILDER_ASSETS is unset: the setup-envtest store layout, for the
+// platform this process runs on.
 func DefaultAssetsDir() string {
 	data := os.Getenv("XDG_DATA_HOME")
 	if data == "" {
 		data = filepath.Join(os.Getenv("HOME"), ".local", "share")
 	}
-	return filepath.Join(data, "kubebuilder-envtest", "k8s", strings.TrimPrefix(KubernetesVersion, "v")+"-linux-amd64")
+	return filepath.Join(data, "kubebuilder-envtest", "k8s", assetsDirName(runtime.GOOS, runtime.GOARCH))
+}
+
+// assetsDirName names a version's directory in the setup-envtest store:
+// "1.37.1-darwin-arm64".
+func assetsDirName(goos, goarch string) string {
+	return strings.TrimPrefix(KubernetesVersion, "v") + "-" + goos + "-" + goarch
 }
 
 // AssetsDir returns the directory Start will take binaries from.

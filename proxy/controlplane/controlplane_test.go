@@ -176,7 +176,9 @@ func waitGone(t *testing.T, pids []int) {
 	}
 }
 
+// comm is pid's command name as ps reports it (ps rather than /proc, which
+// darwin lacks).
 func comm(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	b, _ := exec.Command("ps", "-o", "comm=", "-p", strconv.Itoa(pid)).Output()
 	return strings.TrimSpace(string(b))
 }

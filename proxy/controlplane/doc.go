@@ -22,7 +22,9 @@
 //   - KUBEBUILDER_ASSETS: directory holding kube-apiserver and etcd. Wins over
 //     the default.
 //   - XDG_DATA_HOME, HOME: locate the default setup-envtest store,
-//     ${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/1.37.1-linux-amd64.
+//     ${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/1.37.1-<GOOS>-<GOARCH>,
+//     for the platform the test binary runs on (1.37.1-linux-amd64,
+//     1.37.1-darwin-arm64, ...).
 //   - envtest's own, read by envtest itself: KUBEBUILDER_ATTACH_CONTROL_PLANE_OUTPUT,
 //     KUBEBUILDER_CONTROLPLANE_START_TIMEOUT, KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT.
 package controlplane

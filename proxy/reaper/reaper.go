@@ -25,12 +25,15 @@ type Reaper struct {
 
 // script waits for its stdin to close. If the last line it read is not
 // "stop", the process that started it died without cleaning up: it kills
-// every recorded process group and removes the directory.
+// every recorded process group and removes the directory. It moves pids.d
+// away first, so that no PID is recorded after it has listed them: a shim
+// that has not yet recorded its PID finds no pids.d and does not exec.
 const script = `trap '' INT TERM HUP
 last=
 while IFS= read -r line; do last=$line; done
 [ "$last" = stop ] && exit 0
-for f in "$1"/pids.d/*; do
+mv "$1/pids.d" "$1/pids.dead"
+for f in "$1"/pids.dead/*; do
   [ -f "$f" ] || continue
   p=${f##*/}
   # dash: "kill -KILL -- -PID" is refused ("Illegal number"); -s works.
@@ -69,10 +72,12 @@ func (r *Reaper) Dir() string { return r.dir }
 // Shim writes an executable into the directory that records its PID and then
 // execs bin with its arguments, for a binary that something else launches
 // (envtest, say). Launch it as a process group leader, so that a kill of its
-// group reaches what it starts. It returns the shim's path.
+// group reaches what it starts. If it cannot record its PID (the owner has
+// died and the reaper is at work), it exits without running bin. It returns
+// the shim's path.
 func (r *Reaper) Shim(name, bin string) (string, error) {
 	path := filepath.Join(r.dir, name)
-	s := fmt.Sprintf("#!/bin/sh\n: > %s/$$\nexec %s \"$@\"\n", quote(r.pids), quote(bin))
+	s := fmt.Sprintf("#!/bin/sh\n: > %s/$$ && exec %s \"$@\"\n", quote(r.pids), quote(bin))
 	if err := os.WriteFile(path, []byte(s), 0o700); err != nil {
 		return "", fmt.Errorf("reaper: unable to write shim for %s: %w", name, err)
 	}
@@ -105,13 +110,14 @@ func (r *Reaper) Start(cmd *exec.Cmd) error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	setPdeathsig(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("reaper: unable to start %s: %w", bin, err)
 	}
 	// The shim records the PID before the binary runs, which covers this
-	// process dying right now (so does Pdeathsig); recording it here as well
-	// means the record exists when Start returns, for Stop and PIDs.
+	// process dying right now (so does Pdeathsig, on Linux); recording it
+	// here as well means the record exists when Start returns, for Stop and
+	// PIDs.
 	if err := os.WriteFile(filepath.Join(r.pids, strconv.Itoa(cmd.Process.Pid)), nil, 0o600); err != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
@@ -167,35 +173,30 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 // Gone reports whether process pid has exited: it no longer exists, or it is
 // a zombie waiting for its parent to reap it.
 func Gone(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return true
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && s[i+2] == 'Z'
+	return syscall.Kill(pid, 0) != nil || zombie(pid)
 }
 
 // Running lists the live processes (Gone excluded) whose executable is bin,
-// for a test that checks that none of them survived.
+// for a test that checks that none of them survived. On Linux a process's
+// executable is the file it runs (/proc/PID/exe); elsewhere it is the path ps
+// reports, the one the process was started by, compared with bin with
+// symlinks resolved.
 func Running(bin string) []int {
 	want, err := filepath.EvalSymlinks(bin)
 	if err != nil {
 		return nil
 	}
 	var pids []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == want && !Gone(pid) {
-			pids = append(pids, pid)
+	for _, p := range executables() {
+		if p.exe == want && !Gone(p.pid) {
+			pids = append(pids, p.pid)
 		}
 	}
 	return pids
+}
+
+// executable is a process and the path of its executable, symlinks resolved.
+type executable struct {
+	pid int
+	exe string
 }

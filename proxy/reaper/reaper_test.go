@@ -169,3 +169,32 @@ func TestStopKillsAndForgets(t *testing.T) {
 		t.Errorf("Start after Stop succeeded; want an error")
 	}
 }
+
+// TestShimRunsNothingUnrecorded: a shim that cannot record its PID (the
+// reaper of a dead owner has moved the records away) exits without running
+// its binary, so nothing starts that the reaper would not kill.
+func TestShimRunsNothingUnrecorded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "owned")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reaper.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop() })
+	ran := filepath.Join(t.TempDir(), "ran")
+	shim, err := r.Shim("touch", "/usr/bin/env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "pids.d"), filepath.Join(dir, "pids.dead")); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(shim, "touch", ran).Run(); err == nil {
+		t.Errorf("shim %s exited cleanly without a PID directory; want a failure", shim)
+	}
+	if _, err := os.Stat(ran); !os.IsNotExist(err) {
+		t.Errorf("shim %s ran its binary without recording its PID (stat %s: %v)", shim, ran, err)
+	}
+}

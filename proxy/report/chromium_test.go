@@ -126,7 +126,9 @@ func browserRun(t *testing.T, name string, args ...string) (stdout, stderr []byt
 	return o.Bytes(), e.Bytes(), err
 }
 
-// marked lists the processes whose environment holds marker.
+// marked lists the processes whose environment holds marker. It reads /proc:
+// where there is none (darwin), it finds nothing, and only the process group
+// check above catches a survivor.
 func marked(marker string) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
