@@ -42,11 +42,11 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 // and Ready=True. Not converged after the run settled (the lag over, then no
 // writes for the quiet period) is "stuck". Not converged while the
 // controllers were still writing when the settle budget ran out is
-// "convergence" only when they were retrying without progress: since the lag
-// was over, at least minFailedRetries writes and not one of them succeeded
-// (a cache that never catches up meets 409 after 409). Otherwise the run
-// says nothing: on a loaded machine a healthy controller is slow, and that
-// run is a harness error (retried), never a finding.
+// "convergence" only when they were retrying without progress (noProgress):
+// a cache that never catches up meets 409 after 409, or repeats a patch the
+// apiserver already holds, which returns the same resourceVersion.
+// Otherwise the run says nothing: on a loaded machine a healthy controller
+// is slow, and that run is a harness error (retried), never a finding.
 func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Result) error {
 	ready := c.Ready
 	if ready == "" {
@@ -77,40 +77,89 @@ func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Res
 			res.violateOn("stuck", obj, fmt.Sprintf("%s: settled (lag over, no writes, nothing held) but not converged: %s", obj, strings.Join(problems, "; ")))
 			continue
 		}
-		ok, failed, conflicts := writesSince(res.Trace, x.lagOver)
-		if x.lagOver.IsZero() || ok > 0 || failed < minFailedRetries {
-			return &HarnessError{Err: fmt.Errorf("%s not converged (%s) and the run never settled: its controllers were still at work %v after the lag ended (%d writes succeeded, %d failed since), so convergence cannot be judged: a slow machine, not a finding",
-				obj, strings.Join(problems, "; "), SettleBudget*e.slack, ok, failed), Unsettled: true}
+		w := writesSince(res.Trace, x.lagOver)
+		if x.lagOver.IsZero() || !w.noProgress() {
+			return &HarnessError{Err: fmt.Errorf("%s not converged (%s) and the run never settled: its controllers were still at work %v after the lag ended (since then %s), so convergence cannot be judged: a slow machine, not a finding",
+				obj, strings.Join(problems, "; "), SettleBudget*e.slack, w), Unsettled: true}
 		}
-		res.violateOn("convergence", obj, fmt.Sprintf("%s: not converged, its controllers retrying without progress: since the lag was over, %d writes, none succeeded (%d answered 409 Conflict): %s",
-			obj, failed, conflicts, strings.Join(problems, "; ")))
+		res.violateOn("convergence", obj, fmt.Sprintf("%s: not converged, its controllers retrying without progress: since the lag was over, %s; %d writes since the last that changed an object: %s",
+			obj, w, w.retries, strings.Join(problems, "; ")))
 	}
 	return nil
 }
 
-// minFailedRetries is how many writes, all failed, since the lag was over
-// make an unsettled run one of no progress rather than a slow one.
+// minFailedRetries is the fewest writes that failed or changed nothing in
+// a run of no progress.
 const minFailedRetries = 3
 
-// writesSince counts the writes answered after since: those that
-// succeeded, those that failed, and of those the 409s.
-func writesSince(tr trace.Trace, since time.Time) (ok, failed, conflicts int) {
-	for i := range tr.Requests {
-		r := &tr.Requests[i]
-		if !r.IsWrite() || r.DryRun || r.Code == 0 || r.Start.Before(since) {
+// noProgress says the writes since the lag was over were retries that get
+// nowhere, not a slow controller's work: none changed an object and at
+// least minFailedRetries were sent since the last write that did; or at
+// least minFailedRetries failed or changed nothing and they outnumber those
+// that changed an object. Once the lag is over the caches are current, and
+// a healthy controller's writes succeed, however slow the machine.
+func (w writeOutcomes) noProgress() bool {
+	wasted := w.noops + w.conflicts + w.failed
+	return (w.changed == 0 && w.retries >= minFailedRetries) || (wasted >= minFailedRetries && wasted > w.changed)
+}
+
+// writeOutcomes counts writes by what they did.
+type writeOutcomes struct {
+	changed   int // stored a new resourceVersion of their object
+	noops     int // succeeded, but the object's resourceVersion did not move
+	conflicts int // 409 Conflict
+	failed    int // another error
+	// retries are the writes, over the whole run, sent after the last
+	// write that changed an object.
+	retries int
+}
+
+func (w writeOutcomes) all() int { return w.changed + w.noops + w.conflicts + w.failed }
+
+func (w writeOutcomes) String() string {
+	return fmt.Sprintf("%d writes: %d changed an object, %d changed nothing (the apiserver already held what they wrote), %d met 409 Conflict, %d failed otherwise",
+		w.all(), w.changed, w.noops, w.conflicts, w.failed)
+}
+
+// writesSince sorts the writes sent from since on by what they did. A
+// successful write changed its object when it returned a resourceVersion
+// newer than any returned for that object before it.
+func writesSince(tr trace.Trace, since time.Time) writeOutcomes {
+	var w writeOutcomes
+	newest := map[trace.Object]uint64{}
+	reqs := slices.Clone(tr.Requests)
+	slices.SortStableFunc(reqs, func(a, b trace.Request) int { return a.Start.Compare(b.Start) })
+	for i := range reqs {
+		r := &reqs[i]
+		rv, rvErr := strconv.ParseUint(r.ReturnedRV, 10, 64)
+		obj := r.Object()
+		changed := rvErr == nil && rv > newest[obj]
+		if rvErr == nil && r.Code/100 == 2 {
+			newest[obj] = max(newest[obj], rv)
+		}
+		if !r.IsWrite() || r.DryRun || r.Code == 0 {
+			continue
+		}
+		if r.Code/100 == 2 && changed {
+			w.retries = 0
+		} else {
+			w.retries++
+		}
+		if r.Start.Before(since) {
 			continue
 		}
 		switch {
+		case r.Code/100 == 2 && changed:
+			w.changed++
 		case r.Code/100 == 2:
-			ok++
+			w.noops++
 		case r.Code == 409:
-			failed++
-			conflicts++
+			w.conflicts++
 		default:
-			failed++
+			w.failed++
 		}
 	}
-	return ok, failed, conflicts
+	return w
 }
 
 func orMissing(found bool, v int64) string {

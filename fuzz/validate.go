@@ -3,11 +3,12 @@ package fuzz
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -121,8 +122,15 @@ func (s Scenario) checkSchedule(sch Schedule) error {
 	if len(back.Knobs) == 0 && len(sch.Knobs) == 0 {
 		back.Knobs = sch.Knobs // nil and empty are one setting
 	}
-	if !reflect.DeepEqual(back, withKnobs(sch, s.Knobs)) {
-		return fmt.Errorf("the %v space cannot hold it: it decodes back as %s (actions, windows and delays round to what the input layout holds; Scenario.Bounds scale them)", s.Space, back)
+	// Durations round to the nearest the layout holds (a few percent of
+	// their bound at most): only what does not round trip otherwise is a
+	// mistake.
+	near := cmp.Comparer(func(a, b time.Duration) bool {
+		d := max(a-b, b-a)
+		return d <= 50*time.Millisecond || d <= max(a, b)/20
+	})
+	if diff := cmp.Diff(withKnobs(sch, s.Knobs), back, cmpopts.EquateEmpty(), near); diff != "" {
+		return fmt.Errorf("the %v space cannot hold it: it decodes back as %s (-seed +decoded):\n%s", s.Space, back, diff)
 	}
 	return nil
 }
