@@ -342,8 +342,8 @@ func writeStats(scenario string, ready Readiness, execs, harnessErrs int, d time
 	w := fmt.Sprintf("%s: worker %d", scenario, os.Getpid())
 	line := fmt.Sprintf("%s: ready to fuzz in %s\n%s: %d executions (%d harness errors) in %.0fs of fuzzing: %.1f executions/min\n%s: one execution, on average: %s\n",
 		w, ready, w, execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes(), w, mean)
-	if os.MkdirAll(findingsDir(), 0o755) == nil {
-		_ = os.WriteFile(filepath.Join(findingsDir(), fmt.Sprintf("stats-%d.log", os.Getpid())), []byte(line), 0o644)
+	if os.MkdirAll(findingsDir(), 0o700) == nil {
+		_ = os.WriteFile(filepath.Join(findingsDir(), fmt.Sprintf("stats-%d.log", os.Getpid())), []byte(line), 0o600)
 	}
 }
 
@@ -355,10 +355,10 @@ func logHarnessError(scenario string, sched Schedule, err error) {
 
 func appendLine(name, line string) {
 	dir := findingsDir()
-	if os.MkdirAll(dir, 0o755) != nil {
+	if os.MkdirAll(dir, 0o700) != nil {
 		return
 	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return
 	}

@@ -178,8 +178,8 @@ func writeReferenceSeeds(target string, inputs [][]byte) {
 	for _, in := range inputs {
 		b.WriteString(hex.EncodeToString(in) + "\n")
 	}
-	if os.MkdirAll(findingsDir(), 0o755) == nil {
-		_ = os.WriteFile(referenceSeedsFile(target), []byte(b.String()), 0o644)
+	if os.MkdirAll(findingsDir(), 0o700) == nil {
+		_ = os.WriteFile(referenceSeedsFile(target), []byte(b.String()), 0o600)
 	}
 }
 
