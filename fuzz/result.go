@@ -288,16 +288,21 @@ func (r *Result) WriteTrace(dir, name string) (string, error) {
 	return writeFindingFile(dir, name+".jsonl", "trace", r.Trace.WriteJSONL)
 }
 
-// writeFindingFile creates dir (if needed) and dir/file, the what of a
-// finding, and fills it with write; it returns the file's path.
+// writeFindingFile creates dir (if needed, 0700) and dir/file (0600: a
+// trace holds what the controllers wrote), the what of a finding, and fills
+// it with write; it returns the file's path.
 func writeFindingFile(dir, file, what string, write func(io.Writer) error) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("unable to create findings directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, file)
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("unable to create %s file: %w", what, err)
+	}
+	if err := f.Chmod(0o600); err != nil { // one written before with another mode
+		f.Close()
+		return "", fmt.Errorf("unable to make %s %s private: %w", what, path, err)
 	}
 	if err := write(f); err != nil {
 		f.Close()

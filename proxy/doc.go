@@ -148,8 +148,22 @@
 // Every request (client, verb, object, status code, latency, resourceVersion
 // sent and returned, whether it asked for a dry run: dryRun=All in the query,
 // or in a delete's DeleteOptions body) and every watch event (arrival,
-// release or drop) is recorded in Proxy.Trace; see package trace. No
-// credentials are recorded.
+// release or drop) is recorded in Proxy.Trace; see package trace.
+//
+// No credentials are recorded. The proxy adds the upstream's own to each
+// request and records neither them nor a client's Authorization header, and
+// every value it records from a body (what a write sets, trace.Write.Set,
+// and Proxy.Fields of a response) passes through package redact first, in
+// every write form the proxy reads: create and update in JSON or protobuf,
+// merge, strategic-merge and JSON patch, server-side apply in YAML or JSON. Redacted are a Secret's data and
+// stringData (whole or per key) and its last-applied-configuration
+// annotation, a TokenRequest's spec and status.token, a TokenReview's
+// spec.token, and in any resource a PEM private key, a JSON Web Token or a
+// kubeconfig, as text, inside YAML or JSON text, or base64-encoded. Each is
+// replaced by "redacted:" and 12 hex digits of an HMAC-SHA256 under a key
+// drawn at random once per process: equal values stay equal (the lost-update
+// oracle and the audit's blind-write check compare them across writes), and
+// nothing in a saved trace gives a value back or lets a guess be checked.
 //
 // # Lifecycle
 //

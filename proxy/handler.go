@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stalefuzz/stalefuzz/proxy/redact"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -79,7 +80,7 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "create", "update", "patch", "delete", "deletecollection":
 		body := peekBody(r)
 		var deleteRV string
-		ex.rec.Write, deleteRV = describeWrite(r, info.Verb, info.Subresource, body)
+		ex.rec.Write, deleteRV = describeWrite(r, info.Verb, resourceOf(info), body)
 		ex.rec.SentRV = or(bodyResourceVersion(body, r.Header.Get("Content-Type")), deleteRV)
 		ex.rec.Caller = r.Header.Get(CallerHeader)
 	default:
@@ -332,8 +333,9 @@ func (w *statusWriter) status() int {
 }
 
 // jsonFields returns the JSON-encoded values at the dotted paths in a JSON
-// object body; nil if none is present or the body is not JSON.
-func jsonFields(body []byte, contentType string, paths []string) map[string]string {
+// object body of res, redacted (package redact); nil if none is present or
+// the body is not JSON.
+func jsonFields(body []byte, contentType string, res redact.Resource, paths []string) map[string]string {
 	if !strings.Contains(contentType, "json") {
 		return nil
 	}
@@ -355,7 +357,7 @@ func jsonFields(body []byte, contentType string, paths []string) map[string]stri
 		if v == nil {
 			continue
 		}
-		enc, err := json.Marshal(v)
+		enc, err := json.Marshal(redact.Value(res, path, v))
 		if err != nil {
 			continue
 		}

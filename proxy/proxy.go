@@ -52,7 +52,8 @@ type Proxy struct {
 	// Fields lists dotted JSON paths ("status.plan.id") whose values the trace
 	// records from each successful JSON object response (reads and writes,
 	// gzip-encoded ones included), so that oracles can follow a value across
-	// writers. Zero: none.
+	// writers; a credential is recorded redacted (package redact). Zero:
+	// none.
 	Fields []string
 
 	// MaxFrame bounds the size of one watch event the proxy parses; a larger

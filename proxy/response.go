@@ -60,7 +60,7 @@ func (c *Client) readObject(ex *exchange, resp *http.Response, body []byte) {
 	ct := resp.Header.Get("Content-Type")
 	ex.rec.ReturnedRV = bodyResourceVersion(body, ct)
 	if len(c.p.Fields) > 0 && resp.StatusCode/100 == 2 {
-		ex.rec.Fields = jsonFields(body, ct, c.p.Fields)
+		ex.rec.Fields = jsonFields(body, ct, resourceOf(ex.info), c.p.Fields)
 	}
 }
 

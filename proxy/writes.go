@@ -11,9 +11,11 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stalefuzz/stalefuzz/proxy/redact"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -22,10 +24,10 @@ import (
 // does not forward it.
 const CallerHeader = "X-Stalefuzz-Caller"
 
-// describeWrite reads what a write asks for from its query and body (body is
-// nil when it could not be held), and a delete's resourceVersion
-// precondition.
-func describeWrite(r *http.Request, verb, subresource string, body []byte) (w *trace.Write, deleteRV string) {
+// describeWrite reads what a write to res asks for from its query and body
+// (body is nil when it could not be held), and a delete's resourceVersion
+// precondition. What it sets is recorded redacted (package redact).
+func describeWrite(r *http.Request, verb string, res redact.Resource, body []byte) (w *trace.Write, deleteRV string) {
 	q := r.URL.Query()
 	w = &trace.Write{Manager: q.Get("fieldManager"), Force: q.Get("force") == "true"}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -90,19 +92,24 @@ func describeWrite(r *http.Request, verb, subresource string, body []byte) (w *t
 	}
 	w.Set = map[string]string{}
 	for _, p := range slices.Sorted(maps.Keys(set)) {
-		if ignoredPath(p) || (subresource == "status" && p != "status" && !strings.HasPrefix(p, "status.")) {
+		if ignoredPath(p) || (res.Subresource == "status" && p != "status" && !strings.HasPrefix(p, "status.")) {
 			continue
 		}
 		if len(w.Set) == trace.MaxSet {
 			w.Truncated = true
 			break
 		}
-		w.Set[p] = encodeValue(set[p])
+		w.Set[p] = encodeValue(redact.Value(res, p, set[p]))
 	}
 	if len(w.Set) == 0 {
 		w.Set = nil
 	}
 	return w, ""
+}
+
+// resourceOf is what a request addressed, for redact.
+func resourceOf(info *request.RequestInfo) redact.Resource {
+	return redact.Resource{Group: info.APIGroup, Resource: info.Resource, Subresource: info.Subresource}
 }
 
 // objectOf decodes a JSON, YAML (apply) or protobuf body into a JSON object.

@@ -189,13 +189,8 @@ type write struct {
 // Of audits tr.
 func Of(tr trace.Trace) Report {
 	rep := Report{Rows: []Row{}, Overwrites: []Overwrite{}}
-	for _, e := range tr.Entries() {
-		if e.Request != nil {
-			rep.Start = e.Request.Start
-		} else {
-			rep.Start = e.Event.Arrived
-		}
-		break
+	if es := tr.Entries(); len(es) > 0 {
+		rep.Start = es[0].Time()
 	}
 	rows := map[rowKey]*Row{}
 	hasStatus := map[string]bool{}

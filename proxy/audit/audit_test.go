@@ -247,3 +247,16 @@ func TestTableGroupsRepeatedOverwrites(t *testing.T) {
 		t.Errorf("the JSON form lists %d of b's overwrites, want every one", n)
 	}
 }
+
+// TestTraceStartingWithRules: a trace whose first entry is a rules change (the
+// stalefuzz command's --mark-now, an execution whose controllers sent nothing
+// before the mark) is audited from that change.
+func TestTraceStartingWithRules(t *testing.T) {
+	tr := trace.Trace{
+		Rules:    []trace.Rules{{At: at(0), Mark: at(0)}},
+		Requests: []trace.Request{statusPatch("a", 100, "", "11", map[string]string{"status.plan.id": `"A"`})},
+	}
+	if rep := audit.Of(tr); !rep.Start.Equal(at(0)) || len(rep.Rows) != 1 {
+		t.Errorf("audit of a trace starting with a rules change at %v: got start %v and %d rows, want that start and 1 row", at(0), rep.Start, len(rep.Rows))
+	}
+}

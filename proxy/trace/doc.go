@@ -5,7 +5,8 @@
 // that it was dropped).
 //
 // A Log is safe for concurrent use. It holds no credentials, certificates,
-// tokens or object bodies: only the fields named here. Its JSONL form (one
+// tokens or object bodies: only the fields named here, whose values from
+// object bodies the proxy redacts first (package proxy/redact). Its JSONL form (one
 // Entry per line, requests and events merged in time order) is the stable
 // interchange format that findings are saved in.
 //

@@ -40,7 +40,8 @@ type Request struct {
 	// ReturnedRV is metadata.resourceVersion of the response object or list.
 	ReturnedRV string `json:"returnedRV,omitempty"`
 	// Fields holds the values of Proxy.Fields in the response object (absent
-	// paths are left out), JSON-encoded.
+	// paths are left out), JSON-encoded, credentials redacted (package
+	// proxy/redact).
 	Fields map[string]string `json:"fields,omitempty"`
 	// ContentType is the response's media type, for watches: it tells JSON
 	// from protobuf streams.
@@ -136,9 +137,11 @@ type Write struct {
 	// is converted; null means removed. A write to the status subresource
 	// keeps status only. Metadata the apiserver owns (resourceVersion,
 	// uid, generation, managedFields, creationTimestamp) and
-	// apiVersion/kind are left out. At most MaxSet paths (Truncated says
-	// some were left out); a value over MaxValue bytes is cut, with a
-	// digest of the whole, so that equal values still compare equal.
+	// apiVersion/kind are left out. Credentials are redacted (package
+	// proxy/redact): equal values still compare equal within the process
+	// that recorded them. At most MaxSet paths (Truncated says some were
+	// left out); a value over MaxValue bytes is cut, with a digest of the
+	// whole, so that equal values still compare equal.
 	Set       map[string]string `json:"set,omitempty"`
 	Truncated bool              `json:"truncated,omitempty"`
 }

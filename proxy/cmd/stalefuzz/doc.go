@@ -47,11 +47,15 @@
 //
 // On SIGINT or SIGTERM it stops the proxy (ending every client's connection),
 // writes the trace as JSONL to --trace (atomically: the file appears
-// complete or not at all), removes DIR/control.addr, and exits 0. It keeps
-// the kubeconfigs, the trace and --out. It creates nothing else, and nothing
-// in $TMPDIR. A second SIGINT or SIGTERM during that exits at once with
-// status 1, without writing the trace. A start that fails removes what it
-// created.
+// complete or not at all; mode 0600), removes DIR/control.addr, and exits 0.
+// It keeps the kubeconfigs, the trace and --out (created 0700). It creates
+// nothing else, and nothing in $TMPDIR. A second SIGINT or SIGTERM during
+// that exits at once with status 1, without writing the trace. A start that
+// fails removes what it created.
+//
+// The trace, on disk and from GET /trace, holds no credentials: Secret data,
+// tokens, private keys and kubeconfigs are redacted as they are recorded
+// (package proxy/redact).
 //
 // --fields adds dotted JSON paths whose values the trace records from each
 // response (proxy.Proxy.Fields); -v raises the verbosity of the proxy's log
@@ -64,8 +68,8 @@
 //
 // draws TRACE (JSONL) as a self-contained HTML page (package proxy/report),
 // with the blind-write audit (package proxy/audit) below the picture. The
-// default output is TRACE with .html in place of .jsonl. It prints the path
-// written.
+// default output is TRACE with .html in place of .jsonl, written with mode
+// 0600. It prints the path written.
 //
 // # stalefuzz audit
 //

@@ -135,6 +135,11 @@ func testInProcess(t *testing.T, kubeconfig string) {
 	}
 	g.Expect(ls(t, out)).To(Equal([]string{"c.kubeconfig"}), "what the command leaves in --out")
 	g.Expect(ls(t, dir)).To(ConsistOf("rules.yaml", "trace.jsonl", "out"))
+	for path, mode := range map[string]os.FileMode{o.trace: 0o600, out: os.ModeDir | 0o700} {
+		fi, err := os.Stat(path)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(fi.Mode()).To(Equal(mode), "mode of %s", path)
+	}
 	g.Expect(stderr.String()).To(ContainSubstring("context envtest"))
 	g.Expect(stderr.String()).To(ContainSubstring("answers: Kubernetes " + controlplane.KubernetesVersion))
 }

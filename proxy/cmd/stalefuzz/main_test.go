@@ -101,6 +101,23 @@ func TestReadTraceErrors(t *testing.T) {
 	}
 }
 
+// TestReportIsPrivate: the picture of a trace holds what the trace holds, so
+// it is written 0600, as the trace is.
+func TestReportIsPrivate(t *testing.T) {
+	tr := filepath.Join(t.TempDir(), "run.jsonl")
+	mustWrite(t, tr, `{"request":{"client":"c","verb":"get","resource":"configmaps","start":"2026-11-21T12:00:00Z","latency":1000,"code":200}}`+"\n")
+	if code, _, stderr := runIn("report", tr); code != 0 {
+		t.Fatalf("stalefuzz report %s: status %d, %s", tr, code, stderr)
+	}
+	fi, err := os.Stat(htmlPath(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m != 0o600 {
+		t.Errorf("stalefuzz report %s: %s has mode %#o, want 0600", tr, htmlPath(tr), m)
+	}
+}
+
 func TestHTMLPath(t *testing.T) {
 	for in, want := range map[string]string{
 		"trace.jsonl":         "trace.html",

@@ -200,7 +200,7 @@ func runProxy(ctx context.Context, o proxyOptions, stderr io.Writer, sigs <-chan
 		return err
 	}
 	if _, err := os.Stat(o.out); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(o.out, 0o755); err != nil {
+		if err := os.MkdirAll(o.out, 0o700); err != nil {
 			return fmt.Errorf("unable to create output directory %s: %w", o.out, err)
 		}
 		createdOut = true
@@ -318,7 +318,7 @@ func runProxy(ctx context.Context, o proxyOptions, stderr io.Writer, sigs <-chan
 		errs = append(errs, fmt.Errorf("unable to stop the proxy cleanly: %w", err))
 	}
 	tr := s.px.Trace().Since(trace.Cursor{})
-	if err := writeAtomic(o.trace, 0o644, func(f *os.File) error { return tr.WriteJSONL(f) }); err != nil {
+	if err := writeAtomic(o.trace, 0o600, func(f *os.File) error { return tr.WriteJSONL(f) }); err != nil {
 		errs = append(errs, fmt.Errorf("unable to write the trace to %s: %w", o.trace, err))
 	} else {
 		s.log.printf("stalefuzz: trace of %d requests and %d watch events written to %s", len(tr.Requests), len(tr.Events), o.trace)

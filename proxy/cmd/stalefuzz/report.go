@@ -41,7 +41,7 @@ the page.`,
 				Trace:    tr,
 				Sections: []report.Section{{Title: "Blind-write audit", HTML: audit.Of(tr).HTML()}},
 			}
-			if err := writeAtomic(out, 0o644, func(f *os.File) error { return report.Write(f, page) }); err != nil {
+			if err := writeAtomic(out, 0o600, func(f *os.File) error { return report.Write(f, page) }); err != nil {
 				return fmt.Errorf("unable to write report of %s: %w", path, err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), out)
