@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/bits"
 	"os"
@@ -145,8 +146,8 @@ func Fuzz(f *testing.F, s Scenario) {
 			// plain go test run leaves nothing behind.
 			written := ""
 			if os.Getenv("STALEFUZZ_FINDINGS") != "" {
-				path, picture := writeFinding(res, s.Name, input)
-				written = fmt.Sprintf("\ntrace: %s\npicture: %s", path, picture)
+				files := writeFinding(res, s.Name, input)
+				written = fmt.Sprintf("\ntrace: %s\npicture: %s", files.trace, files.picture)
 			}
 			t.Logf("reproduced the known bug (%s):\n%s%s", s.KnownBug, res.Report(), written)
 			return
@@ -154,7 +155,7 @@ func Fuzz(f *testing.F, s Scenario) {
 		if len(res.Violations) == 0 {
 			return
 		}
-		path, picture := writeFinding(res, s.Name, input)
+		files := writeFinding(res, s.Name, input)
 		origin, ok := origins[string(input)]
 		switch i := referenceSeedIndex(f.Name(), input); {
 		case ok:
@@ -165,13 +166,12 @@ func Fuzz(f *testing.F, s Scenario) {
 		}
 		// go test -fuzz saves a mutated input in testdata, a failing seed
 		// nowhere: the entry is written next to the trace either way.
-		entry, name, err := writeCorpusEntry(findingsDir(), findingName(s.Name, input), input)
-		keep := fmt.Sprintf("mkdir -p testdata/fuzz/%[1]s && cp %[2]s testdata/fuzz/%[1]s/%[3]s && go test -run='^%[1]s/%[3]s$'", f.Name(), entry, name)
-		if err != nil {
-			keep = "(corpus entry not written: " + err.Error() + ")"
+		keep := fmt.Sprintf("mkdir -p testdata/fuzz/%[1]s && cp %[2]s testdata/fuzz/%[1]s/%[3]s && go test -run='^%[1]s/%[3]s$'", f.Name(), files.entry, files.entryName)
+		if files.entryErr != nil {
+			keep = "(corpus entry not written: " + files.entryErr.Error() + ")"
 		}
 		t.Fatalf("%s\ninput: %x (from %s)\ntrace: %s\npicture: %s\nkeep it as a regression row: %s",
-			res.Report(), input, origin, path, picture, keep)
+			res.Report(), input, origin, files.trace, files.picture, keep)
 	})
 }
 
@@ -227,17 +227,66 @@ func findingName(scenario string, input []byte) string {
 
 // writeFinding writes an execution's trace and picture into the findings
 // directory and returns their paths, or why each was not written.
-func writeFinding(res *Result, scenario string, input []byte) (tracePath, picture string) {
-	name := findingName(scenario, input)
-	tracePath, err := res.WriteTrace(findingsDir(), name)
+func writeFinding(res *Result, scenario string, input []byte) findingFiles {
+	var out findingFiles
+	dir := findingsDir()
+	name, err := reserveFinding(dir, findingName(scenario, input))
 	if err != nil {
-		tracePath = "(not written: " + err.Error() + ")"
+		msg := "(not written: " + err.Error() + ")"
+		return findingFiles{trace: msg, picture: msg, entryErr: err}
 	}
-	picture, err = res.WriteReport(findingsDir(), name)
-	if err != nil {
-		picture = "(not written: " + err.Error() + ")"
+	if out.trace, err = res.WriteTrace(dir, name); err != nil {
+		out.trace = "(not written: " + err.Error() + ")"
 	}
-	return tracePath, picture
+	if out.picture, err = res.WriteReport(dir, name); err != nil {
+		out.picture = "(not written: " + err.Error() + ")"
+	}
+	out.entry, out.entryName, out.entryErr = writeCorpusEntry(dir, name, input)
+	return out
+}
+
+// findingFiles are the paths of a finding's files, or why one was not
+// written.
+type findingFiles struct {
+	trace, picture   string
+	entry, entryName string // the corpus entry, and the name go test gives it
+	entryErr         error
+}
+
+// findingSuffixes are the files of one finding.
+var findingSuffixes = []string{".jsonl", ".html", ".input"}
+
+// reserveFinding returns base, or base-2, base-3, ...: the first name no
+// earlier finding in dir used (a campaign of the same scenario in another
+// checkout, the same input found again), reserved by creating its trace
+// file, so that a finding never overwrites another's files.
+func reserveFinding(dir, base string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("unable to create findings directory %s: %w", dir, err)
+	}
+	for i := 1; ; i++ {
+		name := base
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		taken := false
+		for _, suffix := range findingSuffixes[1:] {
+			if _, err := os.Lstat(filepath.Join(dir, name+suffix)); err == nil {
+				taken = true
+			}
+		}
+		if taken {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, name+findingSuffixes[0]), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("unable to reserve the files of finding %s in %s: %w", name, dir, err)
+		}
+		return name, f.Close()
+	}
 }
 
 // prepareReferences runs the no-lag reference for every knob setting before

@@ -102,11 +102,11 @@ func TestFindingHoldsNoSecretAndIsPrivate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "findings")
 	t.Setenv("STALEFUZZ_FINDINGS", dir)
 	input := s.Encode(sched)
-	tracePath, picture := writeFinding(res, s.Name, input)
-	entry, _, err := writeCorpusEntry(findingsDir(), findingName(s.Name, input), input)
-	if err != nil {
-		t.Fatalf("corpus entry: %v", err)
+	written := writeFinding(res, s.Name, input)
+	if written.entryErr != nil {
+		t.Fatalf("corpus entry: %v", written.entryErr)
 	}
+	tracePath, picture, entry := written.trace, written.picture, written.entry
 	writeStats(s.Name, env.Ready, 1, 1, time.Second, res.Phases)
 	logHarnessError(s.Name, sched, errors.New("a harness error"))
 	for _, p := range []string{tracePath, picture, entry} {

@@ -20,24 +20,30 @@ times=()
 origins=()
 for i in $(seq 1 "$runs"); do
 	mkdir "$work/run-$i"
+	export STALEFUZZ_CAMPAIGN="$work/run-$i/.campaign"
+	mkdir -m 0700 "$STALEFUZZ_CAMPAIGN"
 	start=$(date +%s%N)
-	out=$(run_campaign "$work/$target.test" "$target" "$work/run-$i" "$budget" "${STALEFUZZ_WORKERS:-1}" 2>&1 || true)
+	status=0
+	run_campaign "$work/$target.test" "$target" "$work/run-$i" "$budget" "${STALEFUZZ_WORKERS:-1}" >"$work/run-$i.log" 2>&1 || status=$?
 	t=$(awk -v ns=$(($(date +%s%N) - start)) 'BEGIN {printf "%.1f", ns / 1e9}')
-	cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | sed "s/^/run $i: figures: /"
-	rm -f "$STALEFUZZ_FINDINGS"/stats-*.log
-	if grep -q -- '--- FAIL' <<<"$out" && grep -q 'schedule:' <<<"$out"; then
-		origin=$(grep -m1 -oE '^ *input: [0-9a-f]* \(from [^)]*\)' <<<"$out" | sed -E 's/.*\(from (.*)\)/\1/')
-		echo "run $i: finding after ${t}s, from ${origin:-?}: $(grep -m1 'schedule:' <<<"$out" | sed 's/^ *//')"
+	cat "$STALEFUZZ_CAMPAIGN"/stats-*.log 2>/dev/null | sed "s/^/run $i: figures: /"
+	case $(outcome "$work/run-$i.log" "$status") in
+	finding)
+		origin=$(grep -m1 -oE '^ *input: [0-9a-f]* \(from [^)]*\)' "$work/run-$i.log" | sed -E 's/.*\(from (.*)\)/\1/')
+		echo "run $i: finding after ${t}s, from ${origin:-?}: $(grep -m1 'schedule:' "$work/run-$i.log" | sed 's/^ *//')"
 		origins+=("${origin:-?}")
 		times+=("$t")
-	elif grep -q -- '--- FAIL' <<<"$out"; then
-		# A failure that is not a finding (no schedule): say what it was,
-		# and count the run as one without a finding.
-		echo "run $i: failed after ${t}s without a finding:"
-		grep -A8 -- '--- FAIL' <<<"$out" | head -20 | sed 's/^/    /'
-	else
+		;;
+	harness)
+		# A failure that is not a finding: say what it was, and count the
+		# run as one without a finding.
+		echo "run $i: HARNESS FAILURE after ${t}s, not a finding (exit $status):"
+		grep -v '^fuzz: elapsed' "$work/run-$i.log" | tail -n 15 | sed 's/^/    /'
+		;;
+	*)
 		echo "run $i: no finding within $budget"
-	fi
+		;;
+	esac
 done
 # Where the findings came from: a seed (the scenario's, or one derived from
 # the reference run) or the mutator.

@@ -21,34 +21,48 @@ workers=${STALEFUZZ_WORKERS:-2}
 export STALEFUZZ_FINDINGS=${STALEFUZZ_FINDINGS:-${TMPDIR:-/tmp}/stalefuzz-findings}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# This campaign's own directory (the workers' stats, harness errors, why a
+# worker could not start): another campaign's never mixes in.
+export STALEFUZZ_CAMPAIGN=$work/campaign
+mkdir -m 0700 "$STALEFUZZ_CAMPAIGN"
 
 echo "fuzz: $target in $pkg for $duration from an empty corpus ($workers worker(s)); traces of findings go to $STALEFUZZ_FINDINGS"
 echo "fuzz: compiling the coverage-instrumented test binary (go test -c -fuzz): about 4.5 min on a fresh machine (every dependency is instrumented), about a second once Go's build cache has it"
-rm -f "$STALEFUZZ_FINDINGS"/stats-*.log
 start=$SECONDS
 if ! build_fuzz_binary "$target" "$pkg" "$work/$target.test"; then
 	echo "result: the test binary did not build"
 	exit 1
 fi
 echo "fuzz: built in $((SECONDS - start))s; the campaign starts a control plane, then executes"
-run_campaign "$work/$target.test" "$target" "$work" "$duration" "$workers" 2>&1 | tee "$work/.log"
+run_campaign "$work/$target.test" "$target" "$work" "$duration" "$workers" 2>&1 | progress "$STALEFUZZ_CAMPAIGN" | tee "$work/.log"
 status=${PIPESTATUS[0]}
 elapsed=$((SECONDS - start))
 
-# Executions: the workers' own counts (go test's progress line leaves out
-# the corpus replay, where a seed's finding happens).
-execs=$(cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | grep -oE ': [0-9]+ executions' | grep -oE '[0-9]+' | awk '{n += $1} END {print n + 0}')
-first=$(grep -m1 -oE 'elapsed: [0-9]+s, execs: [1-9][0-9]*' "$work/.log" | grep -oE '^elapsed: [0-9]+' | grep -oE '[0-9]+')
+# Executions: the workers' own count, the one count of the campaign (go
+# test's own leaves out the corpus replay, where a seed's finding happens,
+# and minimization).
 echo
-echo "figures: $target: ${execs} executions, ${elapsed}s wall clock in all (build, control plane start and warm-up included; go test reported its first execution after the corpus replay at ${first:-?}s)"
-cat "$STALEFUZZ_FINDINGS"/stats-*.log 2>/dev/null | sed 's/^/figures: /'
-if grep -q -- '--- FAIL' "$work/.log"; then
+echo "figures: $target: $(executions "$STALEFUZZ_CAMPAIGN") executions, ${elapsed}s wall clock in all (build, control plane start and warm-up included)"
+cat "$STALEFUZZ_CAMPAIGN"/stats-*.log 2>/dev/null | sed 's/^/figures: /'
+# A campaign's harness errors (executions that could not be judged, never
+# findings) are kept where the findings go.
+for log in harness-errors.log worker-errors.log; do
+	if [ -s "$STALEFUZZ_CAMPAIGN/$log" ]; then
+		kept="$STALEFUZZ_FINDINGS/$target-$(date +%Y%m%d-%H%M%S)-$$-$log"
+		mkdir -p -m 0700 "$STALEFUZZ_FINDINGS" && cp "$STALEFUZZ_CAMPAIGN/$log" "$kept"
+		echo "figures: $(wc -l <"$kept") lines of ${log%.log} (not findings): $kept"
+	fi
+done
+case $(outcome "$work/.log" "$status") in
+finding)
 	echo "result: FINDING after ${elapsed}s (report above). To keep its input as a regression row, in ${pkg}:"
 	grep -m1 -oE 'keep it as a regression row: .*' "$work/.log" | sed 's/^keep it as a regression row: /  /'
 	exit 0
-fi
-if [ "$status" -ne 0 ]; then
-	echo "result: the campaign failed without a finding (exit $status)"
+	;;
+harness)
+	echo "result: HARNESS FAILURE after ${elapsed}s, not a finding (exit $status): the campaign could not run; its log ends:"
+	grep -v '^fuzz: elapsed' "$work/.log" | tail -n 15 | sed 's/^/  /'
 	exit "$status"
-fi
+	;;
+esac
 echo "result: no finding in $duration"

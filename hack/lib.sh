@@ -22,3 +22,39 @@ run_campaign() {
 	(cd "$dir" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$duration" -test.fuzzminimizetime=10x \
 		-test.parallel="$workers" -test.fuzzcachedir="$dir/.fuzzcache")
 }
+
+# executions DIR: every execution the campaign's workers ran, from their stats
+# files in the campaign directory DIR (fuzz.Stats reads the same): the one
+# count of a campaign, the corpus replay and minimization included, which go
+# test's own "execs" leave out.
+executions() {
+	cat "$1"/stats-*.log 2>/dev/null | grep -oE ': [0-9]+ executions' | grep -oE '[0-9]+' | awk '{n += $1} END {print n + 0}'
+}
+
+# progress DIR: copies go test's fuzzing output, with the execution count of
+# each progress line replaced by the workers' own (executions DIR), so that a
+# campaign shows one count everywhere.
+progress() {
+	local dir=$1 line
+	while IFS= read -r line; do
+		if [[ $line =~ ^(fuzz:\ elapsed:\ [0-9]+s),\ execs:\ [0-9]+\ \([0-9]+/sec\)(.*)$ ]]; then
+			line="${BASH_REMATCH[1]}, executions: $(executions "$dir")${BASH_REMATCH[2]}"
+		fi
+		printf '%s\n' "$line"
+	done
+}
+
+# outcome LOG STATUS: what a campaign's output LOG and exit STATUS say, one
+# word: "finding" when a worker reported one (only a finding prints the
+# command that keeps it), "harness" when the campaign failed without one (a
+# worker that could not start, a harness error in a regression run, a crash
+# of go test's fuzzing), "none" when it ended cleanly at its time limit.
+outcome() {
+	if grep -q 'keep it as a regression row: ' "$1"; then
+		echo finding
+	elif [ "$2" -ne 0 ]; then
+		echo harness
+	else
+		echo none
+	fi
+}
