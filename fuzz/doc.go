@@ -10,6 +10,14 @@
 // Adding fields to a scenario never changes what existing corpus bytes mean
 // for the fields that were there.
 //
+// A scenario is checked before anything starts (Scenario.Validate: names,
+// the limits of the input layout, seeds the layout can hold, bounds that fit
+// the budget, each error naming the field and the fix), and by NewEnv's
+// warm-up, which refuses a declared client that never sends a request and a
+// declared resource no client requests, in runs without lag at the first
+// knob settings: a typo would otherwise only mean that nothing is found.
+// Exec.Knob of an undeclared knob is a harness error.
+//
 // One execution (Env.Run) creates a fresh namespace, starts the scenario's
 // controllers with caches scoped to it, sets the mark and the lag windows,
 // drives the workload, lets the lag run out, waits for the run to settle
@@ -58,6 +66,16 @@
 // under way, and every watch a fault ended has been opened again: a
 // reflector waiting for its relist backoff is quiet, not settled.
 //
+// A finding is never a slow machine. An object not converged once the run
+// settled is "stuck". One not converged while its controllers were still
+// writing when the settle budget ran out is "convergence" only if they were
+// retrying without progress (no write changed an object since the lag was
+// over and three were sent since the last that did, or writes that met 409,
+// failed or changed nothing outnumber those that changed an object: a cache
+// that never catches up); otherwise the run is a harness error
+// (HarnessError.Unsettled), run again in a regression run and skipped while
+// fuzzing. So is a Differential run that never settled.
+//
 // Oracles: convergence and stuck (Scenario.Converge), lost update
 // (Scenario.LostUpdates), differential against a no-lag reference run
 // (Scenario.Differential), and the scenario's own Checks. A violation is
@@ -67,7 +85,26 @@
 // over a change its writer had not seen), the trace as JSONL and a picture
 // next to it (package proxy/report: Result.WriteReport). A replayed corpus
 // entry of a KnownBug scenario writes both too when STALEFUZZ_FINDINGS is
-// set. Dry-run writes count for no oracle.
+// set. Dry-run writes count for no oracle. What a client had seen of an
+// object is package trace's one definition (trace.Views), for the
+// lost-update oracle and the audit alike. A finding groups repeated
+// violations of one oracle on one object ("and 19 more like it"); its files
+// (trace, picture, corpus entry) never overwrite an earlier finding's: the
+// same name taken gets the next free one.
+//
+// A campaign (go test -fuzz) has a directory of its own, made by its
+// coordinator unless STALEFUZZ_CAMPAIGN names one, where the workers write
+// their stats, the harness errors they skipped and why a worker could not
+// start (a worker's output goes nowhere, so go test only says "fuzzing
+// process terminated without fuzzing: EOF"); at the end the coordinator
+// prints the campaign's one execution count (every worker's executions, the
+// corpus replay and minimization included, which go test's own "execs"
+// leave out) and those errors, and removes the directory unless it holds
+// errors. A campaign ends at -fuzztime as an interrupt ends it, cleanly:
+// the coordinator sets -fuzztime to a count it never reaches and interrupts
+// itself at the deadline, because Go 1.26's own deadline can fail a target
+// with "context deadline exceeded" when a worker is mid-execution
+// (golang/go#75804).
 //
 // Call sites: a controller started in-process with Exec.StartManager or built
 // on Exec.Config writes through proxy.Client.Config, whose transport reports
@@ -83,8 +120,12 @@
 //   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds, no
 //     no-lag seeds and no reference-run seeds (Realistic, AnchoredLoss), so that a
 //     campaign measures what the mutator finds on its own.
-//   - STALEFUZZ_FINDINGS: directory for findings' traces, pictures and the
-//     harness error log. Default: $TMPDIR/stalefuzz-findings. When set, a
+//   - STALEFUZZ_FINDINGS: directory for findings' traces, pictures and
+//     corpus entries. Default: $TMPDIR/stalefuzz-findings. When set, a
 //     replayed KnownBug corpus entry writes its trace and picture there too.
+//   - STALEFUZZ_CAMPAIGN: a campaign's directory (stats, harness errors,
+//     worker errors, reference seeds). The coordinator sets it for its
+//     workers; a script may set it to a directory it owns. Default: a new
+//     directory in STALEFUZZ_FINDINGS.
 //   - Those of package proxy/controlplane (KUBEBUILDER_ASSETS, ...).
 package fuzz
