@@ -25,7 +25,13 @@
 // after the last window ended; sooner when the windows act on events only
 // and nothing is left for them to act on, Result.SettledIdle, or when every
 // client's idle probe says it has no work left, Exec.Idle and ProbedQuiet),
-// checks the oracles, and stops everything it started. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
+// checks the oracles, stops everything it started, and sweeps its namespace
+// away: every object in it (its finalizers stripped: once the execution's
+// controllers are stopped nothing else removes them) and the namespace
+// itself, finalized (envtest runs no namespace controller), within
+// SweepBudget after the execution's Budget, so that a long campaign does
+// not grow etcd and the watch caches; what a sweep does not finish, the
+// next one does. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
 // StopBudget) that, with the schedule bounds, keep it under Budget (8 s) by
 // construction, below go test -fuzz's 10 s limit; an overrun is a
 // HarnessError, never a finding.

@@ -70,6 +70,7 @@ type Env struct {
 	reaper *reaper.Reaper // owns the executions' child processes
 	proxy  *proxy.Proxy
 	direct client.Client
+	sweep  *sweeper // removes what each execution left in the apiserver
 	scheme *runtime.Scheme
 	refs   map[string]map[string]any // knob settings → reference final state
 	slack  time.Duration             // budget multiplier: 10 while warming up, else 1
@@ -138,6 +139,9 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	}
 	if e.direct, err = client.New(e.cp.Config, client.Options{Scheme: e.scheme}); err != nil {
 		return nil, fmt.Errorf("unable to create direct client: %w", err)
+	}
+	if e.sweep, err = newSweeper(e.cp.Config); err != nil {
+		return nil, err
 	}
 	if err := e.primeRESTMappings(); err != nil {
 		return nil, err
@@ -283,6 +287,13 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		if err := e.proxy.SetRules(time.Now()); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
+		// What the execution left in the apiserver goes, its controllers
+		// stopped; a sweep that does not finish is finished by the next.
+		sweeping := time.Now()
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), SweepBudget*e.slack)
+		res.SweepErr = e.sweep.sweep(sctx, ns)
+		scancel()
+		res.Phases.Sweep = time.Since(sweeping)
 		res.Elapsed = time.Since(start)
 	}()
 
@@ -345,6 +356,10 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	res.Trace = e.proxy.Trace().Since(trace.Cursor{})
 	if err := e.check(ctx, x, res); err != nil {
 		return res, err
+	}
+	if d := e.s.Differential; d != nil && res.Settled {
+		// Taken now: the namespace is swept when the execution ends.
+		res.final, res.finalErr = e.snapshot(ctx, ns, d)
 	}
 	res.Phases.Judge = time.Since(settled)
 	if ctx.Err() != nil {

@@ -247,12 +247,11 @@ func (e *Env) differential(ctx context.Context, res *Result) {
 	if !ok {
 		return // no trustworthy reference: the other oracles speak for this run
 	}
-	got, err := e.snapshot(ctx, res.Namespace, d)
-	if err != nil {
-		res.violate("differential", err.Error())
+	if res.finalErr != nil {
+		res.violate("differential", res.finalErr.Error())
 		return
 	}
-	if diff := gocmp.Diff(want, got); diff != "" {
+	if diff := gocmp.Diff(want, res.final); diff != "" {
 		res.violate("differential", fmt.Sprintf("final %s state differs from the no-lag reference run (-reference +this run):\n%s", d.GVK.Kind, diff))
 	}
 }
@@ -266,15 +265,11 @@ func (e *Env) reference(ctx context.Context, knobs map[string]int) (map[string]a
 	}
 	e.refs[key] = nil
 	ref, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
-	if err != nil || len(ref.Violations) > 0 {
+	if err != nil || len(ref.Violations) > 0 || ref.finalErr != nil || !ref.Settled {
 		return nil, false
 	}
-	want, err := e.snapshot(ctx, ref.Namespace, e.s.Differential)
-	if err != nil {
-		return nil, false
-	}
-	e.refs[key] = want
-	return want, true
+	e.refs[key] = ref.final
+	return ref.final, true
 }
 
 // snapshot is the normalized final state of the differential's kind: objects

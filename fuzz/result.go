@@ -36,20 +36,30 @@ type Result struct {
 	Violations  []Violation
 	// Phases is where the execution's time went.
 	Phases Phases
+	// SweepErr says what of the execution's namespace was not removed
+	// after it (the next execution's sweep tries again); nil when all of
+	// it was. It never makes the execution a harness error.
+	SweepErr error
+
+	// final is the Differential kind's final state (Env.snapshot), taken
+	// before the sweep.
+	final    map[string]any
+	finalErr error
 }
 
 // Phases is where one execution's time went, in order: Start (a namespace
 // and the controllers, until their caches synced), Drive (the workload), Lag
 // (until the schedule's windows and faults were over), Settle (until the
-// quiet period held, or the settle budget ran out), Judge (the oracles) and
-// Stop (the controllers stopped).
+// quiet period held, or the settle budget ran out), Judge (the oracles),
+// Stop (the controllers stopped) and Sweep (what the execution left in the
+// apiserver removed).
 type Phases struct {
-	Start, Drive, Lag, Settle, Judge, Stop time.Duration
+	Start, Drive, Lag, Settle, Judge, Stop, Sweep time.Duration
 }
 
 // Add sums two breakdowns (for a mean over executions).
 func (p Phases) Add(q Phases) Phases {
-	return Phases{p.Start + q.Start, p.Drive + q.Drive, p.Lag + q.Lag, p.Settle + q.Settle, p.Judge + q.Judge, p.Stop + q.Stop}
+	return Phases{p.Start + q.Start, p.Drive + q.Drive, p.Lag + q.Lag, p.Settle + q.Settle, p.Judge + q.Judge, p.Stop + q.Stop, p.Sweep + q.Sweep}
 }
 
 // Div is p with every phase divided by n (a mean); p itself for n <= 0.
@@ -58,13 +68,13 @@ func (p Phases) Div(n int) Phases {
 		return p
 	}
 	d := time.Duration(n)
-	return Phases{p.Start / d, p.Drive / d, p.Lag / d, p.Settle / d, p.Judge / d, p.Stop / d}
+	return Phases{p.Start / d, p.Drive / d, p.Lag / d, p.Settle / d, p.Judge / d, p.Stop / d, p.Sweep / d}
 }
 
 func (p Phases) String() string {
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
-	return fmt.Sprintf("start %d ms, drive %d ms, lag %d ms, settle %d ms, judge %d ms, stop %d ms",
-		ms(p.Start), ms(p.Drive), ms(p.Lag), ms(p.Settle), ms(p.Judge), ms(p.Stop))
+	return fmt.Sprintf("start %d ms, drive %d ms, lag %d ms, settle %d ms, judge %d ms, stop %d ms, sweep %d ms",
+		ms(p.Start), ms(p.Drive), ms(p.Lag), ms(p.Settle), ms(p.Judge), ms(p.Stop), ms(p.Sweep))
 }
 
 // Violation is one oracle's verdict.
