@@ -129,7 +129,9 @@
 // sent and returned, whether it asked for a dry run: dryRun=All in the query,
 // or in a delete's DeleteOptions body) and every watch event (arrival,
 // release or drop) is recorded in Proxy.Trace; see package trace. No
-// credentials are recorded.
+// credentials are recorded. The trace is kept in memory until its Reset; a
+// proxy that runs for long bounds it with Proxy.Trace().Spill, which writes
+// each entry to a file once it is final.
 //
 // # Lifecycle
 //

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
 // control is the control endpoint: plain HTTP on loopback.
@@ -48,7 +46,7 @@ func (s *session) startControl() (*control, error) {
 	})
 	mux.HandleFunc("GET /trace", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/jsonl")
-		if err := s.px.Trace().Since(trace.Cursor{}).WriteJSONL(w); err != nil {
+		if err := s.trace.writeJSONL(w); err != nil {
 			s.log.printf("stalefuzz: GET /trace: %v", err)
 		}
 	})

@@ -8,7 +8,7 @@
 //
 //	stalefuzz proxy --kubeconfig FILE [--context NAME] --client NAME... \
 //	    --rules FILE --trace FILE [--out DIR] [--control ADDR] [--mark-now] \
-//	    [--fields PATH]... [-v N]
+//	    [--trace-in-memory] [--fields PATH]... [-v N]
 //
 // starts package proxy in front of the apiserver of the kubeconfig's context
 // and gives each --client (repeated or comma-separated; at least one) its
@@ -43,17 +43,37 @@
 // and cross-origin requests from browsers.
 //
 // On SIGINT or SIGTERM it stops the proxy (ending every client's connection),
-// writes the trace as JSONL to --trace (atomically: the file appears
-// complete or not at all), removes DIR/control.addr, and exits 0. It keeps
-// the kubeconfigs, the trace and --out. It creates nothing else, and nothing
-// in $TMPDIR. A second SIGINT or SIGTERM during that exits at once with
-// status 1, without writing the trace. A start that fails removes what it
-// created.
+// completes the trace in --trace, removes DIR/control.addr, and exits 0. It
+// keeps the kubeconfigs, the trace and --out. It creates nothing else, and
+// nothing in $TMPDIR. A second SIGINT or SIGTERM during that exits at once
+// with status 1, without completing the trace. A start that fails removes
+// what it created, --trace included.
 //
-// --fields adds dotted JSON paths whose values the trace records from each
-// response (proxy.Proxy.Fields); -v raises the verbosity of the proxy's log
-// (0: warnings, such as a stream it could not parse; 1: also connection
-// errors).
+// # The trace
+//
+// The trace (package proxy/trace) is written to --trace as JSONL while the
+// proxy runs, so that a run of hours in front of a busy cluster takes
+// bounded memory: --trace is created (emptied) at start, and each entry is
+// appended once it is final, at most a second after (flushed every second):
+// a request when its answer arrives, a watch event once it is released to
+// its client, dropped or broken. Memory keeps only the watch events a rule
+// holds or delays, and up to 64 KiB not yet written; a write that fails
+// (a full disk) loses nothing: it is warned about, and what could not be
+// written stays in memory until a write succeeds. The file's lines are in
+// the order entries became final, so a held event comes after events that
+// arrived later; stalefuzz report and audit, and package trace's readers,
+// order them by time. On exit the events still held are written as aborted
+// (the stop ended their streams); if the file cannot be completed in place,
+// the whole trace is written beside it and renamed over it, and an error
+// says what, if anything, is missing. GET /trace answers the whole trace so
+// far (the file, then the events still held, as pending). A proxy killed
+// without a chance to exit (SIGKILL, a second SIGINT) leaves the file with
+// every entry final until a second before, whole lines only.
+//
+// --trace-in-memory keeps the whole trace in memory instead (it grows by
+// about 270 bytes a watch event, 100 MB an hour at 100 events a second) and
+// writes --trace once, on exit, atomically: the file appears complete or
+// not at all.
 //
 // # stalefuzz report
 //
