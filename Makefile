@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 
-.PHONY: help assets source-controller deps test test-volume bench lint
+.PHONY: help assets source-controller deps test test-volume bench trace-memory lint
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
@@ -25,6 +25,10 @@ test-volume: deps assets source-controller ## the scenarios' statistics (19 in 2
 
 bench: assets ## print the proxy's throughput and latency figures against a direct connection
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/
+
+TRACE_MEMORY_FOR ?= 30m
+trace-memory: assets ## the standalone proxy's memory (RSS, Go heap) every minute for TRACE_MEMORY_FOR (default 30m) at 100 watch events a second, its trace written as it grows and kept in memory
+	@hack/trace-memory.sh $(TRACE_MEMORY_FOR)
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
