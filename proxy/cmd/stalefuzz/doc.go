@@ -75,6 +75,21 @@
 // writes --trace once, on exit, atomically: the file appears complete or
 // not at all.
 //
+// # When the apiserver goes away
+//
+// The proxy dials the kubeconfig's server address afresh for each new
+// connection. While the apiserver is down, every request gets 502 Bad
+// Gateway from the proxy, recorded in the trace with code 502, and every
+// open watch ends, so clients re-watch and get 502 too; once it answers at
+// that address again, requests go through and informers resume their
+// watches. An apiserver that comes back at another address is not followed:
+// restart stalefuzz proxy with a kubeconfig that names it.
+//
+// --fields adds dotted JSON paths whose values the trace records from each
+// response (proxy.Proxy.Fields); -v raises the verbosity of the proxy's log
+// (0: warnings, such as a stream it could not parse; 1: also connection
+// errors).
+//
 // # stalefuzz report
 //
 //	stalefuzz report TRACE [-o FILE.html] [--title T]
