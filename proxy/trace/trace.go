@@ -319,7 +319,8 @@ func (l *Log) end() Cursor {
 }
 
 // Since returns a copy of what was recorded after c (everything, for the zero
-// Cursor or one from before a Reset).
+// Cursor or one from before a Reset). A bounded Log (Spill) returns only the
+// events after c still pending; Log.WriteJSONL writes all of it.
 func (l *Log) Since(c Cursor) Trace {
 	t, _ := l.Next(c)
 	return t
