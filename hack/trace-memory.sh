@@ -11,4 +11,4 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 duration=${1:-30m}
 STALEFUZZ_TRACE_MEMORY=$duration go test -count=1 -run='^TestTraceMemory$' -v -timeout=2h ./proxy/cmd/stalefuzz/ |
-	sed -nE 's/^ +[a-z_]+_test\.go:[0-9]+: //p; /^(--- |ok|FAIL|panic)/p'
+	sed -unE 's/^ +[a-z_]+_test\.go:[0-9]+: //p; /^(--- |ok|FAIL|panic)/p'
