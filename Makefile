@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 
-.PHONY: help assets source-controller deps test test-volume bench lint
+.PHONY: help assets source-controller deps test test-volume bench trace-memory lint
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
@@ -23,8 +23,13 @@ test: deps assets source-controller ## run every test against a real apiserver, 
 test-volume: deps assets source-controller ## the scenarios' statistics (19 in 20, hundreds of random schedules) and truth tables, which make test leaves out (STALEFUZZ_VOLUME=1)
 	STALEFUZZ_VOLUME=1 $(GO) test -count=1 -p 1 -timeout=90m ./scenarios/...
 
-bench: assets ## print the proxy's throughput and latency figures against a direct connection
+bench: assets ## print the proxy's throughput and latency figures against a direct connection, then under load (100 informers over 5,000 ConfigMaps through stalefuzz proxy)
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/
+	$(GO) test -run='^$$' -bench=ProxyUnderLoad -benchtime=1x -timeout=15m ./proxy/cmd/stalefuzz/
+
+TRACE_MEMORY_FOR ?= 30m
+trace-memory: assets ## the standalone proxy's memory (RSS, Go heap) every minute for TRACE_MEMORY_FOR (default 30m) at 100 watch events a second, its trace written as it grows and kept in memory
+	@hack/trace-memory.sh $(TRACE_MEMORY_FOR)
 
 lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm64 (the library builds on macOS)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -165,6 +165,10 @@
 // oracle and the audit's blind-write check compare them across writes), and
 // nothing in a saved trace gives a value back or lets a guess be checked.
 //
+// The trace is kept in memory until its Reset; a proxy that runs for long
+// bounds it with Proxy.Trace().Spill, which writes each entry to a file once
+// it is final.
+//
 // # Lifecycle
 //
 // Stop closes every listener, stream and connection, upgraded ones included,

@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -71,6 +74,64 @@ func TestStartStop(t *testing.T) {
 		t.Errorf("second stop: %v", err)
 	}
 	waitGone(t, pids)
+}
+
+// TestRestartAPIServer stops kube-apiserver alone and starts it again: it
+// comes back on the same address with what etcd stored, under a new PID,
+// and the old process is gone.
+func TestRestartAPIServer(t *testing.T) {
+	env := &controlplane.Environment{}
+	if err := env.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	ctx := t.Context()
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restart"}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace restart: %v", err)
+	}
+	before := env.PIDs()
+
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatalf("StopAPIServer: %v", err)
+	}
+	if err := env.StopAPIServer(); err != nil {
+		t.Errorf("second StopAPIServer: %v", err)
+	}
+	down := env.PIDs()
+	if len(down) != len(before)-1 {
+		t.Errorf("PIDs with kube-apiserver stopped: %v, want one fewer than %v (etcd still running)", down, before)
+	}
+	for _, pid := range before {
+		if !slices.Contains(down, pid) {
+			waitGone(t, []int{pid})
+		}
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "restart", metav1.GetOptions{}); err == nil {
+		t.Error("get namespace restart with kube-apiserver stopped: want an error")
+	}
+
+	host := env.Config.Host
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatalf("StartAPIServer: %v", err)
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Errorf("second StartAPIServer: %v", err)
+	}
+	if env.Config.Host != host {
+		t.Errorf("apiserver came back at %s, want %s", env.Config.Host, host)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "restart", metav1.GetOptions{}); err != nil {
+		t.Errorf("get namespace restart after the restart (etcd kept it): %v", err)
+	}
+	if up := env.PIDs(); len(up) != len(before) || slices.Equal(up, before) {
+		t.Errorf("PIDs after the restart: %v, want as many as %v with a new kube-apiserver", up, before)
+	}
 }
 
 func TestMissingAssetsSaysWhatToDo(t *testing.T) {

@@ -17,6 +17,18 @@
 // working directory (certificates, etcd data). envtest starts each binary as
 // a process group leader, so killing the group reaches it.
 //
+// # Restarting kube-apiserver
+//
+// StopAPIServer stops kube-apiserver alone, with SIGTERM, and leaves etcd
+// running; StartAPIServer starts it again on the same address with the same
+// certificates, so that Config, and every kubeconfig and proxy pointed at
+// it, work again with what etcd stored. kube-apiserver runs with
+// --shutdown-send-retry-after: once stopping, it answers new requests 429
+// with Retry-After until those in flight are done, then closes every
+// connection, open watches included, within 2 s, and exits (about a second
+// here). Without it an open watch would hold its exit for up to the 60 s
+// request timeout.
+//
 // # Environment variables
 //
 //   - KUBEBUILDER_ASSETS: directory holding kube-apiserver and etcd. Wins over

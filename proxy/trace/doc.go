@@ -19,5 +19,21 @@
 // whether the writer's view was stale and whether the write was guarded by an
 // optimistic lock (SentRV non-empty).
 //
+// # Memory
+//
+// The zero Log keeps everything in memory until Reset, which the fuzz engine
+// calls between executions; Next, Since and NextReleased read it with
+// cursors. A Log that lives long (the standalone proxy in front of a busy
+// cluster, where it would grow by about 270 bytes a watch event) is bounded
+// by Spill: each entry is written to a file as JSONL once it is final (a
+// request or a rule change when recorded, a watch event once its fate is no
+// longer Pending), and memory keeps only the events still pending and up to
+// SpillBuffer bytes not yet written. Nothing is dropped: an entry that
+// cannot be written yet stays in memory until a write succeeds, and
+// Log.WriteJSONL writes the whole trace (the file, then what is in memory).
+// The file's lines are in the order entries became final, not in time
+// order; ReadJSONL reads any order and Trace.Entries orders them. A bounded
+// Log's Next, Since and NextReleased see only what it still holds.
+//
 // Package trace reads no environment variables.
 package trace

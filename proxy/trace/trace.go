@@ -225,7 +225,8 @@ type Cursor struct {
 	requests, events, releases, rules int
 }
 
-// Log records requests and events. The zero value is an empty log.
+// Log records requests and events. The zero value is an empty log, which
+// keeps everything in memory until Reset; Spill bounds it.
 type Log struct {
 	mu       sync.Mutex
 	gen      uint64
@@ -233,6 +234,7 @@ type Log struct {
 	rules    []Rules
 	events   chunks // events are many and updated in place: never copied to grow
 	releases []int  // indexes of events, in the order they were released
+	spill    *spill // non-nil once bounded: the fields above stay empty
 }
 
 // chunkSize is how many events one chunk holds.
@@ -275,21 +277,36 @@ type EventID struct {
 // AddRequest records r.
 func (l *Log) AddRequest(r Request) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.spill; s != nil {
+		s.requests++
+		s.add(Entry{Request: &r})
+		return
+	}
 	l.requests = append(l.requests, r)
-	l.mu.Unlock()
 }
 
 // AddRules records a change of the rules in force.
 func (l *Log) AddRules(r Rules) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.spill; s != nil {
+		s.rules++
+		s.add(Entry{Rules: &r})
+		return
+	}
 	l.rules = append(l.rules, r)
-	l.mu.Unlock()
 }
 
 // AddEvent records e and returns a handle for SetFate.
 func (l *Log) AddEvent(e Event) EventID {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if s := l.spill; s != nil {
+		i := s.events
+		s.addEvent(i, e)
+		return EventID{gen: l.gen, idx: i}
+	}
 	i := l.events.append(e)
 	if e.Fate == Released {
 		l.releases = append(l.releases, i)
@@ -302,6 +319,10 @@ func (l *Log) AddEvent(e Event) EventID {
 func (l *Log) SetFate(id EventID, f Fate, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if s := l.spill; s != nil && id.gen == l.gen {
+		s.setFate(id.idx, f, at)
+		return
+	}
 	if id.gen != l.gen || id.idx >= l.events.n {
 		return
 	}
@@ -316,10 +337,14 @@ func (l *Log) SetFate(id EventID, f Fate, at time.Time) {
 }
 
 // Reset forgets everything recorded so far, so that a long campaign's memory
-// stays bounded. Cursors taken before it see an empty log.
+// stays bounded. Cursors taken before it see an empty log. A bounded Log
+// (Spill) writes the events it still holds first, as they are.
 func (l *Log) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.spill != nil {
+		l.spill.reset()
+	}
 	l.gen++
 	l.requests, l.events, l.releases, l.rules = nil, chunks{}, nil, nil
 }
@@ -332,11 +357,15 @@ func (l *Log) Cursor() Cursor {
 }
 
 func (l *Log) end() Cursor {
+	if s := l.spill; s != nil {
+		return s.end(l.gen)
+	}
 	return Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n, releases: len(l.releases), rules: len(l.rules)}
 }
 
 // Since returns a copy of what was recorded after c (everything, for the zero
-// Cursor or one from before a Reset).
+// Cursor or one from before a Reset). A bounded Log (Spill) returns only the
+// events after c still pending; Log.WriteJSONL writes all of it.
 func (l *Log) Since(c Cursor) Trace {
 	t, _ := l.Next(c)
 	return t
@@ -344,11 +373,19 @@ func (l *Log) Since(c Cursor) Trace {
 
 // Next returns what was recorded after c and the cursor just past it, read
 // together, so that a caller polling the log misses nothing between calls.
+// A bounded Log (Spill) returns only the events after c still pending.
 func (l *Log) Next(c Cursor) (Trace, Cursor) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.next(c)
+}
+
+func (l *Log) next(c Cursor) (Trace, Cursor) {
 	if c.gen != l.gen {
 		c = Cursor{}
+	}
+	if s := l.spill; s != nil {
+		return Trace{Events: s.pendingSince(c.events)}, l.end()
 	}
 	return Trace{
 		Requests: slices.Clone(l.requests[min(c.requests, len(l.requests)):]),
@@ -361,12 +398,16 @@ func (l *Log) Next(c Cursor) (Trace, Cursor) {
 // they were released (an event held at the proxy is recorded when it arrives
 // and released later: Next returns it once, as it was when recorded), and
 // the cursor just past them. It is how a poller waits for what a client has
-// been sent.
+// been sent. A bounded Log (Spill) has written released events out: it
+// returns none.
 func (l *Log) NextReleased(c Cursor) ([]Event, Cursor) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.gen != l.gen {
 		c = Cursor{}
+	}
+	if l.spill != nil {
+		return nil, l.end()
 	}
 	var out []Event
 	for _, i := range l.releases[min(c.releases, len(l.releases)):] {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/stalefuzz/stalefuzz/proxy/internal/loopback"
-	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
 // control is the control endpoint: plain HTTP on loopback.
@@ -49,7 +48,7 @@ func (s *session) startControl() (*control, error) {
 	})
 	mux.HandleFunc("GET /trace", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/jsonl")
-		if err := s.px.Trace().Since(trace.Cursor{}).WriteJSONL(w); err != nil {
+		if err := s.trace.writeJSONL(w); err != nil {
 			s.log.printf("stalefuzz: GET /trace: %v", err)
 		}
 	})

@@ -8,7 +8,7 @@
 //
 //	stalefuzz proxy --kubeconfig FILE [--context NAME] --client NAME... \
 //	    --rules FILE --trace FILE [--out DIR] [--control ADDR] [--mark-now] \
-//	    [--fields PATH]... [-v N]
+//	    [--trace-in-memory] [--fields PATH]... [-v N]
 //
 // starts package proxy in front of the apiserver of the kubeconfig's context
 // and gives each --client (repeated or comma-separated; at least one) its
@@ -46,12 +46,48 @@
 // and cross-origin requests from browsers.
 //
 // On SIGINT or SIGTERM it stops the proxy (ending every client's connection),
-// writes the trace as JSONL to --trace (atomically: the file appears
-// complete or not at all; mode 0600), removes DIR/control.addr, and exits 0.
-// It keeps the kubeconfigs, the trace and --out (created 0700). It creates
-// nothing else, and nothing in $TMPDIR. A second SIGINT or SIGTERM during
-// that exits at once with status 1, without writing the trace. A start that
-// fails removes what it created.
+// completes the trace in --trace (mode 0600), removes DIR/control.addr, and
+// exits 0. It keeps the kubeconfigs, the trace and --out (created 0700). It
+// creates nothing else, and
+// nothing in $TMPDIR. A second SIGINT or SIGTERM during that exits at once
+// with status 1, without completing the trace. A start that fails removes
+// what it created, --trace included.
+//
+// # The trace
+//
+// The trace (package proxy/trace) is written to --trace as JSONL while the
+// proxy runs, so that a run of hours in front of a busy cluster takes
+// bounded memory: --trace is created (emptied) at start, and each entry is
+// appended once it is final, at most a second after (flushed every second):
+// a request when its answer arrives, a watch event once it is released to
+// its client, dropped or broken. Memory keeps only the watch events a rule
+// holds or delays, and up to 64 KiB not yet written; a write that fails
+// (a full disk) loses nothing: it is warned about, and what could not be
+// written stays in memory until a write succeeds. The file's lines are in
+// the order entries became final, so a held event comes after events that
+// arrived later; stalefuzz report and audit, and package trace's readers,
+// order them by time. On exit the events still held are written as aborted
+// (the stop ended their streams); if the file cannot be completed in place,
+// the whole trace is written beside it and renamed over it, and an error
+// says what, if anything, is missing. GET /trace answers the whole trace so
+// far (the file, then the events still held, as pending). A proxy killed
+// without a chance to exit (SIGKILL, a second SIGINT) leaves the file with
+// every entry final until a second before, whole lines only.
+//
+// --trace-in-memory keeps the whole trace in memory instead (it grows by
+// about 270 bytes a watch event, 100 MB an hour at 100 events a second) and
+// writes --trace once, on exit, atomically: the file appears complete or
+// not at all.
+//
+// # When the apiserver goes away
+//
+// The proxy dials the kubeconfig's server address afresh for each new
+// connection. While the apiserver is down, every request gets 502 Bad
+// Gateway from the proxy, recorded in the trace with code 502, and every
+// open watch ends, so clients re-watch and get 502 too; once it answers at
+// that address again, requests go through and informers resume their
+// watches. An apiserver that comes back at another address is not followed:
+// restart stalefuzz proxy with a kubeconfig that names it.
 //
 // The trace, on disk and from GET /trace, holds no credentials: Secret data,
 // tokens, private keys and kubeconfigs are redacted as they are recorded

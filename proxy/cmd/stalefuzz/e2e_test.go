@@ -54,21 +54,23 @@ func TestProxyCommand(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
 	writeAdminKubeconfig(t, cp.Config, kubeconfig)
 
-	t.Run("in process", func(t *testing.T) { testInProcess(t, kubeconfig) })
+	t.Run("in process", func(t *testing.T) { testInProcess(t, kubeconfig, false) })
+	t.Run("in process, trace in memory", func(t *testing.T) { testInProcess(t, kubeconfig, true) })
 	t.Run("binary", func(t *testing.T) { testBinary(t, cp.Config, kubeconfig) })
 }
 
 // testInProcess runs the proxy command's body with signals from a channel,
 // and checks that it writes its files, answers its control endpoint, and
-// leaves no goroutine and no file but the kubeconfig and the trace.
-func testInProcess(t *testing.T, kubeconfig string) {
+// leaves no goroutine and no file but the kubeconfig and the trace, which
+// holds the two marks' rule changes.
+func testInProcess(t *testing.T, kubeconfig string, traceInMemory bool) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	rules := filepath.Join(dir, "rules.yaml")
 	mustWrite(t, rules, "- client: c\n  action: drop\n- client: nobody\n  action: drop\n")
 	out := filepath.Join(dir, "out")
 	o := proxyOptions{kubeconfig: kubeconfig, context: "envtest", clients: []string{"c"}, rules: rules,
-		trace: filepath.Join(dir, "trace.jsonl"), out: out, control: "127.0.0.1:0", markNow: true}
+		trace: filepath.Join(dir, "trace.jsonl"), out: out, control: "127.0.0.1:0", markNow: true, traceInMemory: traceInMemory}
 
 	before := goleak.IgnoreCurrent()
 	sigs := make(chan os.Signal, 1)
@@ -140,6 +142,7 @@ func testInProcess(t *testing.T, kubeconfig string) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(fi.Mode()).To(Equal(mode), "mode of %s", path)
 	}
+	g.Expect(readTraceFile(t, o.trace).Rules).To(HaveLen(2), "the trace's rule changes: --mark-now and POST /mark")
 	g.Expect(stderr.String()).To(ContainSubstring("context envtest"))
 	g.Expect(stderr.String()).To(ContainSubstring("answers: Kubernetes " + controlplane.KubernetesVersion))
 }
@@ -187,43 +190,10 @@ rules:
 	}
 	mustWrite(t, rules, holdFor("3s"))
 
-	// The command, in a process group of its own that the reaper kills if
-	// this test dies, and that is killed on every exit path of the test.
-	rp, err := reaper.New(mkdir(t, filepath.Join(dir, "reaper")))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() {
-		if err := rp.Stop(); err != nil {
-			t.Errorf("stop reaper: %v", err)
-		}
-	})
-	var stderr syncBuffer
-	cmd := exec.Command(bin, "proxy", "--kubeconfig", kubeconfig, "--context", "envtest",
+	rc := startCommand(t, bin, dir, []string{"TMPDIR=" + tmp}, "proxy", "--kubeconfig", kubeconfig, "--context", "envtest",
 		"--client", "watcher", "--rules", rules, "--trace", tracePath, "--out", out)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	g.Expect(rp.Start(cmd)).To(Succeed())
-	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); rp.Forget(pid) }()
-	var exitErr error
-	waited := false
-	wait := func(budget time.Duration) error {
-		if waited {
-			return exitErr
-		}
-		select {
-		case exitErr = <-exited:
-			waited = true
-			return exitErr
-		case <-time.After(budget):
-			return fmt.Errorf("still running after %v", budget)
-		}
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = wait(30 * time.Second)
-	})
-	addr := waitControl(t, out, exited, &stderr)
+	cmd, pid, wait, stderr := rc.cmd, rc.cmd.Process.Pid, rc.wait, &rc.stderr
+	addr := waitControl(t, out, rc.exited, stderr)
 	kc := filepath.Join(out, "watcher.kubeconfig")
 	// The command's stderr reaches the buffer through a pipe: what it wrote
 	// before an event shows up shortly after it.
@@ -272,6 +242,11 @@ rules:
 	g.Consistently(seen).WithTimeout(time.Second).WithPolling(50*time.Millisecond).Should(Equal("original"), "held: the informer must not see fresh1 during the window")
 	g.Eventually(seen).WithTimeout(10*time.Second).WithPolling(50*time.Millisecond).Should(Equal("fresh1"), "released when the window ends")
 	g.Expect(time.Since(marked)).To(BeNumerically(">=", 2500*time.Millisecond), "the window is 3s from the mark")
+	// The trace file grows during the run: the released event is in it
+	// within a flush (a second), long before the exit.
+	g.Eventually(func() []trace.Event { tr, _ := readTrace(tracePath); return tr.Events }).WithTimeout(5*time.Second).WithPolling(100*time.Millisecond).Should(ContainElement(And(
+		HaveField("Name", "held"), HaveField("ResourceVersion", rv1), HaveField("Fate", trace.Released),
+	)), "%s during the run: the event released at the end of the hold", tracePath)
 
 	// A write through the proxy, with no optimistic lock, for the audit.
 	_, err = watcher.CoreV1().ConfigMaps(ns).Patch(ctx, "other", types.MergePatchType, []byte(`{"data":{"by":"watcher"}}`), metav1.PatchOptions{})
@@ -386,8 +361,63 @@ rules:
 	)), "the audit's row of the watcher's merge patch without a resourceVersion")
 }
 
+// runningCommand is the built command, running in a process group of its
+// own that a reaper kills if the test dies, and that is killed on every exit
+// path of the test.
+type runningCommand struct {
+	cmd    *exec.Cmd
+	stderr syncBuffer // stdout too
+	exited chan error
+
+	waited  bool
+	exitErr error
+}
+
+// startCommand starts bin with args and env (added to this process's), its
+// reaper's directory under dir.
+func startCommand(t testing.TB, bin, dir string, env []string, args ...string) *runningCommand {
+	t.Helper()
+	rp, err := reaper.New(mkdir(t, filepath.Join(dir, "reaper")))
+	if err != nil {
+		t.Fatalf("unable to start a reaper in %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := rp.Stop(); err != nil {
+			t.Errorf("stop reaper: %v", err)
+		}
+	})
+	rc := &runningCommand{cmd: exec.Command(bin, args...), exited: make(chan error, 1)}
+	rc.cmd.Env = append(os.Environ(), env...)
+	rc.cmd.Stdout, rc.cmd.Stderr = &rc.stderr, &rc.stderr
+	if err := rp.Start(rc.cmd); err != nil {
+		t.Fatalf("unable to start %s %s: %v", bin, strings.Join(args, " "), err)
+	}
+	pid := rc.cmd.Process.Pid
+	go func() { rc.exited <- rc.cmd.Wait(); rp.Forget(pid) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = rc.wait(30 * time.Second)
+	})
+	return rc
+}
+
+// wait waits, within budget, for the command to exit, and returns how it
+// exited.
+func (rc *runningCommand) wait(budget time.Duration) error {
+	if rc.waited {
+		return rc.exitErr
+	}
+	select {
+	case rc.exitErr = <-rc.exited:
+		rc.waited = true
+		return rc.exitErr
+	case <-time.After(budget):
+		return fmt.Errorf("still running after %v", budget)
+	}
+}
+
 // buildCommand builds the command into a temporary directory.
-func buildCommand(t *testing.T) string {
+func buildCommand(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "stalefuzz")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
@@ -417,7 +447,7 @@ func runBin(t *testing.T, bin string, args ...string) (stdout, stderr string, er
 // writeAdminKubeconfig writes cfg as a kubeconfig whose current context,
 // "elsewhere", names no reachable server, and whose context "envtest" is
 // cfg: the command must honour --context.
-func writeAdminKubeconfig(t *testing.T, cfg *rest.Config, path string) {
+func writeAdminKubeconfig(t testing.TB, cfg *rest.Config, path string) {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
@@ -434,7 +464,7 @@ func writeAdminKubeconfig(t *testing.T, cfg *rest.Config, path string) {
 // waitControl waits (30s at most) for out/control.addr, which the command
 // writes last, and returns the address; it fails at once if the command
 // ends first.
-func waitControl(t *testing.T, out string, exited <-chan error, stderr *syncBuffer) string {
+func waitControl(t testing.TB, out string, exited <-chan error, stderr *syncBuffer) string {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -518,7 +548,7 @@ func ls(t *testing.T, dir string) []string {
 	return names
 }
 
-func mkdir(t *testing.T, dir string) string {
+func mkdir(t testing.TB, dir string) string {
 	t.Helper()
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // runIn runs the command line in this process and returns its exit status,
@@ -69,6 +73,27 @@ func TestProxyFailedStartLeavesNothing(t *testing.T) {
 	code, _, stderr = runIn(args...)
 	if code != 1 || !strings.Contains(stderr, "unable to write the trace to "+args[len(args)-3]) {
 		t.Errorf("unwritable trace: want status 1 and a message naming it, got %d, %q", code, stderr)
+	}
+
+	// A start that fails late (the control endpoint's port is taken) removes
+	// the trace file it had created, the kubeconfigs and --out.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["nowhere"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	kc.Contexts["nowhere"] = &clientcmdapi.Context{Cluster: "nowhere"}
+	kc.CurrentContext = "nowhere"
+	kubeconfig := filepath.Join(t.TempDir(), "nowhere.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runIn("proxy", "--kubeconfig", kubeconfig, "--client", "a", "--rules", rules,
+		"--trace", filepath.Join(dir, "trace.jsonl"), "--out", out, "--control", ln.Addr().String())
+	if code != 1 || !strings.Contains(stderr, "unable to listen for the control endpoint on "+ln.Addr().String()) {
+		t.Errorf("control port taken: want status 1 and a message naming it, got %d, %q", code, stderr)
 	}
 
 	entries, _ := os.ReadDir(dir)
@@ -150,7 +175,7 @@ func TestLoopback(t *testing.T) {
 	}
 }
 
-func mustWrite(t *testing.T, path, content string) {
+func mustWrite(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,6 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/rulesfile"
-	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
 // proxyOptions are the flags of stalefuzz proxy.
@@ -37,6 +36,7 @@ type proxyOptions struct {
 	out                 string
 	control             string
 	markNow             bool
+	traceInMemory       bool
 	fields              []string
 	verbosity           int
 }
@@ -65,8 +65,10 @@ with errors leaves the old rules in force. GET /trace on the control
 endpoint answers the trace so far as JSONL. Its address is printed and
 written to DIR/control.addr.
 
-SIGINT or SIGTERM stops the proxy, writes the trace to --trace as JSONL,
-removes DIR/control.addr and exits 0.`,
+The trace is written to --trace as JSONL while it grows, each entry once it
+is final, so that memory keeps only the watch events a rule holds
+(--trace-in-memory: all of it, written on exit). SIGINT or SIGTERM stops
+the proxy, completes the trace, removes DIR/control.addr and exits 0.`,
 		Example: `  cat > rules.yaml <<EOF
   rules:
     - client: my-controller
@@ -99,10 +101,11 @@ removes DIR/control.addr and exits 0.`,
 	f.StringVar(&o.context, "context", "", "context of the kubeconfig to use (default: its current context)")
 	f.StringSliceVar(&o.clients, "client", nil, "name of a client to give a listener and a kubeconfig; repeated or comma-separated (at least one)")
 	f.StringVar(&o.rules, "rules", "", "YAML file of rules (required; see package proxy/rulesfile)")
-	f.StringVar(&o.trace, "trace", "", "file to write the trace to as JSONL on exit (required)")
+	f.StringVar(&o.trace, "trace", "", "file to write the trace to as JSONL, as it grows and complete on exit (required)")
 	f.StringVar(&o.out, "out", ".", "directory for the kubeconfigs and control.addr (created if missing)")
 	f.StringVar(&o.control, "control", "127.0.0.1:0", "loopback address of the control endpoint (port 0: any free port)")
 	f.BoolVar(&o.markNow, "mark-now", false, "set the mark at start, so that the rules are in force at once")
+	f.BoolVar(&o.traceInMemory, "trace-in-memory", false, "keep the whole trace in memory and write --trace once, on exit (default: --trace grows during the run and memory keeps only the events still held)")
 	f.StringArrayVar(&o.fields, "fields", nil, "dotted JSON path whose value the trace records from each response (repeated)")
 	f.IntVarP(&o.verbosity, "v", "v", 0, "verbosity of the proxy's log (0: warnings; 1: also connection errors)")
 	return cmd
@@ -161,6 +164,7 @@ type session struct {
 	o     proxyOptions
 	log   *lineWriter
 	px    *proxy.Proxy
+	trace *traceFile
 	paths []string // what this run created, removed on exit (a failed start removes kubeconfigs too)
 
 	mu    sync.Mutex
@@ -224,6 +228,15 @@ func runProxy(ctx context.Context, o proxyOptions, stderr io.Writer, sigs <-chan
 
 	s.log.printf("stalefuzz: proxying %s (kubeconfig %s%s)", server, o.kubeconfig, inContext(o.context))
 	s.checkUpstream(upstream)
+	// Before any client can send a request: the trace file gets everything.
+	if s.trace, err = openTrace(o.trace, s.px.Trace(), o.traceInMemory, s.log.printf); err != nil {
+		return err
+	}
+	defer func() {
+		if retErr != nil {
+			s.trace.abandon()
+		}
+	}()
 	for _, name := range o.clients {
 		c, err := s.px.Client(name)
 		if err != nil {
@@ -317,11 +330,10 @@ func runProxy(ctx context.Context, o proxyOptions, stderr io.Writer, sigs <-chan
 	if err := s.px.Stop(); err != nil {
 		errs = append(errs, fmt.Errorf("unable to stop the proxy cleanly: %w", err))
 	}
-	tr := s.px.Trace().Since(trace.Cursor{})
-	if err := writeAtomic(o.trace, 0o600, func(f *os.File) error { return tr.WriteJSONL(f) }); err != nil {
-		errs = append(errs, fmt.Errorf("unable to write the trace to %s: %w", o.trace, err))
+	if msg, err := s.trace.finish(); err != nil {
+		errs = append(errs, err)
 	} else {
-		s.log.printf("stalefuzz: trace of %d requests and %d watch events written to %s", len(tr.Requests), len(tr.Events), o.trace)
+		s.log.printf("stalefuzz: %s", msg)
 	}
 	if len(kubeconfigs) > 0 {
 		s.log.printf("stalefuzz: kept %s", strings.Join(kubeconfigs, ", "))
