@@ -40,6 +40,7 @@ func TestFindingHoldsNoSecretAndIsPrivate(t *testing.T) {
 	s := Scenario{
 		Name:        "redact",
 		Clients:     []string{"writer"},
+		Resources:   []string{"secrets"},
 		LostUpdates: []string{"data.password"},
 		Fields:      []string{"data", "stringData"},
 		Start:       func(context.Context, *Exec) error { return nil },
