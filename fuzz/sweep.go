@@ -48,7 +48,7 @@ type sweeper struct {
 
 func newSweeper(cfg *rest.Config) (*sweeper, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = -1, 0 // the sweep's requests are many and local: no client-side rate limit
+	cfg.QPS, cfg.Burst = -1, 0             // the sweep's requests are many and local: no client-side rate limit
 	cfg.WarningHandler = rest.NoWarnings{} // "v1 Endpoints is deprecated" on every sweep
 	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
