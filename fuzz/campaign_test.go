@@ -108,3 +108,29 @@ func TestCampaignScriptsTellFindingsFromFailures(t *testing.T) {
 		}
 	}
 }
+
+// A watch a fault ended and the re-watch after it are judged by their
+// times, whatever order a poll reads them in: read in one poll, the
+// re-watch first, the watch was down forever and the run never settled.
+func TestWatchStatesOrderByTime(t *testing.T) {
+	t0 := time.Now()
+	for _, order := range []string{"broken event first", "re-watch first"} {
+		w := watchStates{}
+		if order == "re-watch first" {
+			w.opened("c|rollouts", t0.Add(time.Millisecond), t0.Add(2*time.Millisecond))
+			w.ended("c|rollouts", t0)
+		} else {
+			w.ended("c|rollouts", t0)
+			w.opened("c|rollouts", t0.Add(time.Millisecond), t0.Add(2*time.Millisecond))
+		}
+		if n, resumed := w.down(); n != 0 || !resumed.Equal(t0.Add(2*time.Millisecond)) {
+			t.Errorf("%s: %d watches down, resumed at %v; want none down, resumed at t0+2ms", order, n, resumed.Sub(t0))
+		}
+	}
+	w := watchStates{}
+	w.opened("c|rollouts", t0, t0) // the first watch, before the fault
+	w.ended("c|rollouts", t0.Add(time.Millisecond))
+	if n, _ := w.down(); n != 1 {
+		t.Errorf("a watch ended after it was opened: %d down, want 1", n)
+	}
+}

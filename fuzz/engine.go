@@ -486,8 +486,7 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 	var seen trace.Cursor
 	lastWrite := driven
 	var busy time.Time             // last seen with an event held or delayed
-	down := map[string]time.Time{} // client|resource → when a fault ended its watch
-	var resumed time.Time          // when the last watch a fault ended was open again
+	watches := watchStates{} // client|resource → when a fault ended its watch, when it was open again
 	var asked time.Time            // when the idle probes were last asked
 	idleSeen := false              // and what they said
 	for {
@@ -501,23 +500,19 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 			if r.Verb != "watch" {
 				continue
 			}
-			key := r.Client + "|" + r.Resource
 			switch {
 			case r.FaultKind == trace.FaultExpire:
-				down[key] = maxTime(down[key], r.Start)
-			case r.Code == 200 && r.FaultKind == "" && !r.Start.Before(down[key]):
-				if _, ok := down[key]; ok {
-					resumed = maxTime(resumed, r.Start.Add(r.Latency))
-				}
-				delete(down, key)
+				watches.ended(r.Client+"|"+r.Resource, r.Start)
+			case r.Code == 200 && r.FaultKind == "":
+				watches.opened(r.Client+"|"+r.Resource, r.Start, r.Start.Add(r.Latency))
 			}
 		}
 		for _, ev := range newer.Events {
 			if ev.Fate == trace.Broken {
-				key := ev.Client + "|" + ev.Resource
-				down[key] = maxTime(down[key], ev.Arrived)
+				watches.ended(ev.Client+"|"+ev.Resource, ev.Arrived)
 			}
 		}
+		down, resumed := watches.down()
 		pending := e.proxy.Pending()
 		if pending > 0 {
 			busy = now
@@ -538,7 +533,7 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		timerDone, timersDue := x.timerDone, x.timersDue > 0
 		quietSince := maxTime(maxTime(maxTime(maxTime(maxTime(lastWrite, lagEnd), x.lagUntil), resumed), busy), timerDone)
 		x.mu.Unlock()
-		if over && len(down) == 0 && lagOver.IsZero() {
+		if over && down == 0 && lagOver.IsZero() {
 			lagOver = now
 		}
 		// Quiet long enough: the scenario's Quiet, or, when every running
@@ -554,10 +549,10 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		quietFor := func(since time.Time) bool {
 			return now.Sub(since) >= quiet || (probed && idleSeen && asked.Sub(since) >= ProbedQuiet)
 		}
-		if over && !timersDue && len(down) == 0 && pending == 0 && quietFor(quietSince) {
+		if over && !timersDue && down == 0 && pending == 0 && quietFor(quietSince) {
 			return true, false, lagOver
 		}
-		if !over && eventsOnly && !timersDue && len(down) == 0 && pending == 0 && quietFor(maxTime(maxTime(lastWrite, busy), timerDone)) {
+		if !over && eventsOnly && !timersDue && down == 0 && pending == 0 && quietFor(maxTime(maxTime(lastWrite, busy), timerDone)) {
 			return true, true, now
 		}
 		if now.After(deadline) {
@@ -569,6 +564,52 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		case <-tick.C:
 		}
 	}
+}
+
+// watchStates follow, per client and resource, whether a fault (a Break,
+// an Expire) has ended its watch and whether it was opened again since, by
+// the times the trace gives, whatever order a poll reads them in: a broken
+// event and the re-watch after it often arrive in one poll.
+type watchStates map[string]*watchState
+
+type watchState struct {
+	ended        time.Time // the latest fault that ended the watch
+	opened, open time.Time // the latest clean watch: when it was asked for and answered
+}
+
+func (w watchStates) get(key string) *watchState {
+	st := w[key]
+	if st == nil {
+		st = &watchState{}
+		w[key] = st
+	}
+	return st
+}
+
+func (w watchStates) ended(key string, at time.Time) {
+	st := w.get(key)
+	st.ended = maxTime(st.ended, at)
+}
+
+func (w watchStates) opened(key string, at, answered time.Time) {
+	if st := w.get(key); at.After(st.opened) {
+		st.opened, st.open = at, answered
+	}
+}
+
+// down counts the watches a fault ended that are not open again, and says
+// when the last that is open again was answered.
+func (w watchStates) down() (n int, resumed time.Time) {
+	for _, st := range w {
+		switch {
+		case st.ended.IsZero():
+		case st.opened.Before(st.ended):
+			n++
+		default:
+			resumed = maxTime(resumed, st.open)
+		}
+	}
+	return n, resumed
 }
 
 // primeServing waits until the apiserver serves every CRD's resource as it

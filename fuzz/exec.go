@@ -536,14 +536,18 @@ func (x *Exec) stop(budget time.Duration) error {
 // three times in a row before it starts workers, which rounded every start
 // (and every restart a fault asks for) up by 200 ms. What the controller
 // lists, watches, reads and writes is unchanged.
-func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(manager.Manager) error) error {
+//
+// Each of opts may change the manager's options before it is created (its
+// client's cache options, say: controller-runtime's
+// EnableReadYourWritesConsistency); a restart applies them again.
+func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(manager.Manager) error, opts ...func(*manager.Options)) error {
 	cfg, err := x.Config(clientName)
 	if err != nil {
 		return err
 	}
 	since := x.env.proxy.Trace().Cursor()
 	started := &workerStarts{n: new(atomic.Int32)}
-	mgr, err := manager.New(cfg, manager.Options{
+	options := manager.Options{
 		Scheme:                  x.env.scheme,
 		Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{x.Namespace: {}}},
 		NewCache:                newSyncWaitCache,
@@ -553,7 +557,11 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
 		Logger:                  logr.New(started),
 		GracefulShutdownTimeout: ptr.To(RestartBudget / 2),
-	})
+	}
+	for _, o := range opts {
+		o(&options)
+	}
+	mgr, err := manager.New(cfg, options)
 	if err != nil {
 		return fmt.Errorf("unable to create manager for %s: %w", clientName, err)
 	}
@@ -576,7 +584,7 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 				return fmt.Errorf("manager %s still running %v after it was stopped", clientName, RestartBudget)
 			}
 		},
-		start: func(ctx context.Context) error { return x.StartManager(ctx, clientName, setup) },
+		start: func(ctx context.Context) error { return x.StartManager(ctx, clientName, setup, opts...) },
 	}, since)
 	// A controller starts its workers only after its sources synced, and
 	// says so in its log: that is the moment it reacts to the workload.

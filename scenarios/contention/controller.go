@@ -24,11 +24,20 @@ const (
 	// Optimistic writes with MergeFromWithOptimisticLock: a write based on a
 	// stale read gets 409 Conflict.
 	Optimistic
+	// BlindReadYourWrites writes as Blind, from a manager whose client has
+	// controller-runtime v0.25's experimental read-your-writes consistency
+	// (client.CacheOptions.EnableReadYourWritesConsistency): a read from
+	// the cache waits until the cache has seen every write of this client
+	// that started before it.
+	BlindReadYourWrites
 )
 
 func (w Write) String() string {
-	if w == Optimistic {
+	switch w {
+	case Optimistic:
 		return "optimistic"
+	case BlindReadYourWrites:
+		return "blind-ryw"
 	}
 	return "blind"
 }
@@ -63,7 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	default:
 		return ctrl.Result{}, nil
 	}
-	patch := client.MergeFrom(base)
+	patch := client.MergeFrom(base) // Blind and BlindReadYourWrites
 	if r.Write == Optimistic {
 		patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/yaml"
@@ -62,7 +63,7 @@ func Scenario(w Write) fuzz.Scenario {
 					return x.StartManager(ctx, Replica(i), func(mgr manager.Manager) error {
 						r.Client = mgr.GetClient()
 						return r.SetupWithManager(ctx, mgr)
-					})
+					}, w.managerOptions)
 				})
 			}
 			return g.Wait()
@@ -151,4 +152,12 @@ func planKept(ctx context.Context, x *fuzz.Exec, tr trace.Trace) error {
 			x.Namespace, Object, PlanID, first, got, ro.Status.Plan.Done, ro.Status.Plan.Steps)
 	}
 	return nil
+}
+
+// managerOptions are the manager options of the write: read-your-writes
+// consistency for BlindReadYourWrites.
+func (w Write) managerOptions(o *manager.Options) {
+	if w == BlindReadYourWrites {
+		o.Client.Cache = &client.CacheOptions{EnableReadYourWritesConsistency: ptr.To(true)}
+	}
 }
