@@ -32,6 +32,15 @@ func FuzzContentionRealisticOptimistic(f *testing.F) {
 	fuzz.Fuzz(f, contention.Realistic(contention.Optimistic))
 }
 
+// FuzzContentionRealisticBlindRYW searches faults a real cluster produces
+// for a lost plan with the blind patch from a manager whose client has
+// controller-runtime v0.25's read-your-writes consistency. Its committed
+// corpus entries are regression tests: each must keep reproducing the lost
+// plan (a restart onto an apiserver that has not seen the plan).
+func FuzzContentionRealisticBlindRYW(f *testing.F) {
+	fuzz.Fuzz(f, contention.Realistic(contention.BlindReadYourWrites))
+}
+
 // TestCorpusMeaning pins what each committed corpus entry decodes to: the
 // codec may grow new spaces, never change an old one's meaning.
 func TestCorpusMeaning(t *testing.T) {

@@ -124,8 +124,11 @@ func Realistic(w Write) fuzz.Scenario {
 }
 
 func knownBug(w Write) string {
-	if w == Blind {
+	switch w {
+	case Blind:
 		return "a blind status patch from a stale read replaces the plan"
+	case BlindReadYourWrites:
+		return "a blind status patch from a restarted replica's stale list replaces the plan: read-your-writes remembers writes in memory only"
 	}
 	return ""
 }
