@@ -64,6 +64,20 @@ type Exec struct {
 	lagUntil    time.Time    // a restart's lagging apiserver catches up then
 	settled     bool
 	lagOver     time.Time // when the lag was over; zero if it never was
+	// directWrites are the workload's writes through Direct, for settling
+	// (inFlight).
+	directWrites []directWrite
+}
+
+type directWrite struct {
+	obj trace.Object
+	rv  uint64
+}
+
+func (x *Exec) wroteDirect(obj trace.Object, rv uint64) {
+	x.mu.Lock()
+	x.directWrites = append(x.directWrites, directWrite{obj, rv})
+	x.mu.Unlock()
 }
 
 // controller is one restartable controller of the execution, running as one

@@ -48,31 +48,13 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 // Otherwise the run says nothing: on a loaded machine a healthy controller
 // is slow, and that run is a harness error (retried), never a finding.
 func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Result) error {
-	ready := c.Ready
-	if ready == "" {
-		ready = "Ready"
+	unconverged, err := e.unconverged(ctx, x, c)
+	if err != nil {
+		return harness("%w", err)
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(c.GVK.GroupVersion().WithKind(c.GVK.Kind + "List"))
-	if err := e.direct.List(ctx, list, client.InNamespace(x.Namespace)); err != nil {
-		return harness("unable to list %s in %s to judge convergence: %w", c.GVK.Kind, x.Namespace, err)
-	}
-	res.Converged = true
-	for _, o := range list.Items {
-		var problems []string
-		gen := o.GetGeneration()
-		og, found, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
-		if !found || og != gen {
-			problems = append(problems, fmt.Sprintf("want observedGeneration %d, got %s", gen, orMissing(found, og)))
-		}
-		if st := conditionStatus(&o, ready); st != "True" {
-			problems = append(problems, fmt.Sprintf("want condition %s=True, got %s", ready, or(st, "none")))
-		}
-		if len(problems) == 0 {
-			continue
-		}
-		res.Converged = false
-		obj := fmt.Sprintf("%s %s/%s", c.GVK.Kind, o.GetNamespace(), o.GetName())
+	res.Converged = len(unconverged) == 0
+	for _, u := range unconverged {
+		obj, problems := u.obj, u.problems
 		if res.Settled {
 			res.violateOn("stuck", obj, fmt.Sprintf("%s: settled (lag over, no writes, nothing held) but not converged: %s", obj, strings.Join(problems, "; ")))
 			continue
@@ -86,6 +68,55 @@ func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Res
 			obj, w, w.retries, strings.Join(problems, "; ")))
 	}
 	return nil
+}
+
+// unconvergedObject is an object of the Convergence kind that has not
+// converged, and how.
+type unconvergedObject struct {
+	obj      string // "Kind ns/name"
+	problems []string
+}
+
+// unconverged lists the objects of c's kind in the execution's namespace
+// that have not converged: observedGeneration != generation, or the Ready
+// condition not True.
+func (e *Env) unconverged(ctx context.Context, x *Exec, c *Convergence) ([]unconvergedObject, error) {
+	ready := c.Ready
+	if ready == "" {
+		ready = "Ready"
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(c.GVK.GroupVersion().WithKind(c.GVK.Kind + "List"))
+	if err := e.direct.List(ctx, list, client.InNamespace(x.Namespace)); err != nil {
+		return nil, fmt.Errorf("unable to list %s in %s to judge convergence: %w", c.GVK.Kind, x.Namespace, err)
+	}
+	var out []unconvergedObject
+	for _, o := range list.Items {
+		var problems []string
+		gen := o.GetGeneration()
+		og, found, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+		if !found || og != gen {
+			problems = append(problems, fmt.Sprintf("want observedGeneration %d, got %s", gen, orMissing(found, og)))
+		}
+		if st := conditionStatus(&o, ready); st != "True" {
+			problems = append(problems, fmt.Sprintf("want condition %s=True, got %s", ready, or(st, "none")))
+		}
+		if len(problems) > 0 {
+			out = append(out, unconvergedObject{fmt.Sprintf("%s %s/%s", c.GVK.Kind, o.GetNamespace(), o.GetName()), problems})
+		}
+	}
+	return out, nil
+}
+
+// convergedNow reports whether the execution's objects have converged now,
+// or the scenario has no Convergence oracle (nothing to confirm); false if
+// they cannot be read.
+func (e *Env) convergedNow(ctx context.Context, x *Exec) bool {
+	if e.s.Converge == nil {
+		return true
+	}
+	u, err := e.unconverged(ctx, x, e.s.Converge)
+	return err == nil && len(u) == 0
 }
 
 // minFailedRetries is the fewest writes that failed or changed nothing in

@@ -84,7 +84,9 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.rec.SentRV = or(bodyResourceVersion(body, r.Header.Get("Content-Type")), deleteRV)
 		ex.rec.Caller = r.Header.Get(CallerHeader)
 	default:
-		ex.rec.SentRV = r.URL.Query().Get("resourceVersion")
+		q := r.URL.Query()
+		ex.rec.SentRV = q.Get("resourceVersion")
+		ex.rec.Selected = q.Get("labelSelector") != "" || q.Get("fieldSelector") != ""
 	}
 	r.Header.Del(CallerHeader)
 
@@ -429,4 +431,31 @@ func unauthorized(w http.ResponseWriter, client string) {
 	w.Header().Set("Content-Type", runtime.ContentTypeJSON)
 	w.WriteHeader(http.StatusUnauthorized)
 	_ = json.NewEncoder(w).Encode(&status)
+}
+
+// bodyName returns metadata.name of an object body (JSON or protobuf), or
+// "".
+func bodyName(body []byte, contentType string) string {
+	if mt, _, _ := mime.ParseMediaType(contentType); mt == "application/vnd.kubernetes.protobuf" {
+		const magic = "k8s\x00"
+		var u runtime.Unknown
+		if !bytes.HasPrefix(body, []byte(magic)) || u.Unmarshal(body[len(magic):]) != nil {
+			return ""
+		}
+		meta, ok := protoField(u.Raw, 1)
+		if !ok {
+			return ""
+		}
+		name, _ := protoField(meta, 1) // ObjectMeta.name
+		return string(name)
+	}
+	var obj struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(body, &obj) != nil {
+		return ""
+	}
+	return obj.Metadata.Name
 }

@@ -187,15 +187,15 @@ var _ = Describe("redaction", func() {
 				}
 			}
 		}
-		// (A create names no object in its path: both creates are under
-		// "create secrets".)
-		Expect(redacted).To(HaveKeyWithValue("create secrets", ConsistOf("data.password", "stringData.token", "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration")))
+		// (A create is traced with the name of the object it created.)
+		Expect(redacted).To(HaveKeyWithValue("create secrets json", ConsistOf("data.password", "stringData.token", "metadata.annotations.kubectl.kubernetes.io/last-applied-configuration")))
+		Expect(redacted).To(HaveKeyWithValue("create secrets proto", ConsistOf("data.password")))
 		Expect(redacted).To(HaveKeyWithValue("update secrets proto", ConsistOf("data.password")))
 		Expect(redacted).To(HaveKeyWithValue("patch merge secrets proto", ConsistOf("stringData.password")))
 		Expect(redacted).To(HaveKeyWithValue("patch strategic-merge secrets proto", ConsistOf("data.password")))
 		Expect(redacted).To(HaveKeyWithValue("patch json secrets proto", ConsistOf("data.other", "stringData", "data")))
 		Expect(redacted).To(HaveKeyWithValue("patch apply secrets applied", ConsistOf("stringData.password", "data.password")))
-		Expect(redacted).To(HaveKeyWithValue("create configmaps", ConsistOf("data.kubeconfig", "data.key.pem")))
+		Expect(redacted).To(HaveKeyWithValue("create configmaps kubeconfig", ConsistOf("data.kubeconfig", "data.key.pem")))
 		Expect(redacted).To(HaveKeyWithValue("create serviceaccounts sa", ConsistOf("spec.audiences", "status.token")))
 		Expect(redacted).To(HaveKeyWithValue("create tokenreviews", ConsistOf("spec.token")))
 		Expect(fields).To(ContainElements("secrets/ data", "configmaps/ data.kubeconfig", "serviceaccounts/token status", "serviceaccounts/token status.token", "tokenreviews/ spec"))

@@ -59,6 +59,9 @@ func (c *Client) readObject(ex *exchange, resp *http.Response, body []byte) {
 	}
 	ct := resp.Header.Get("Content-Type")
 	ex.rec.ReturnedRV = bodyResourceVersion(body, ct)
+	if ex.info.Verb == "create" && ex.rec.Name == "" && resp.StatusCode/100 == 2 {
+		ex.rec.Name = bodyName(body, ct) // a generateName create: the name the apiserver gave
+	}
 	if len(c.p.Fields) > 0 && resp.StatusCode/100 == 2 {
 		ex.rec.Fields = jsonFields(body, ct, resourceOf(ex.info), c.p.Fields)
 	}

@@ -85,3 +85,27 @@ var _ = Describe("writes", func() {
 		}))
 	})
 })
+
+var _ = Describe("a create", func() {
+	It("is traced with the name of the object the apiserver created, a generateName create's too, through protobuf and JSON", func() {
+		ctx := context.Background()
+		ns := newNamespace()
+		c, err := px.Client("generate-name")
+		Expect(err).NotTo(HaveOccurred())
+		start := px.Trace().Cursor()
+		proto := kubernetes.NewForConfigOrDie(c.Config()).CoreV1().ConfigMaps(ns)
+		byProto, err := proto.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "gen-"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		cr, err := client.New(c.Config(), client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		byJSON := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "gen-"}}
+		Expect(cr.Create(ctx, byJSON)).To(Succeed())
+		var names []string
+		for _, r := range requestsOfClient(px, start, "generate-name") {
+			if r.Verb == "create" {
+				names = append(names, r.Name)
+			}
+		}
+		Expect(names).To(ConsistOf(byProto.Name, byJSON.Name))
+	})
+})

@@ -12,15 +12,18 @@ import (
 
 // Request is one request a client sent through the proxy.
 type Request struct {
-	Client      string    `json:"client"`
-	Verb        string    `json:"verb"` // get, list, watch, create, update, patch, delete, ... (apiserver RequestInfo verbs)
-	APIGroup    string    `json:"group,omitempty"`
-	Resource    string    `json:"resource,omitempty"`
-	Subresource string    `json:"subresource,omitempty"`
-	Namespace   string    `json:"namespace,omitempty"`
-	Name        string    `json:"name,omitempty"`
-	Path        string    `json:"path,omitempty"` // set for non-resource requests only
-	Start       time.Time `json:"start"`
+	Client      string `json:"client"`
+	Verb        string `json:"verb"` // get, list, watch, create, update, patch, delete, ... (apiserver RequestInfo verbs)
+	APIGroup    string `json:"group,omitempty"`
+	Resource    string `json:"resource,omitempty"`
+	Subresource string `json:"subresource,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	// Name is the object's name from the request's path; for a create,
+	// which has none, the name of the object the apiserver created (a
+	// generateName create's too), read from its answer.
+	Name  string    `json:"name,omitempty"`
+	Path  string    `json:"path,omitempty"` // set for non-resource requests only
+	Start time.Time `json:"start"`
 	// DryRun says the request asked for a dry run (dryRun=All in the query,
 	// or, for a delete, in its DeleteOptions body): a write the apiserver
 	// validates, admits and answers as usual but never persists. Audits and
@@ -37,6 +40,9 @@ type Request struct {
 	// query parameter of a read, or metadata.resourceVersion of a write's body
 	// (a precondition). Empty on a write means it had no optimistic lock.
 	SentRV string `json:"sentRV,omitempty"`
+	// Selected says a read (a list, a watch) carried a label or field
+	// selector: it shows only the objects that match.
+	Selected bool `json:"selected,omitempty"`
 	// ReturnedRV is metadata.resourceVersion of the response object or list.
 	ReturnedRV string `json:"returnedRV,omitempty"`
 	// Fields holds the values of Proxy.Fields in the response object (absent
