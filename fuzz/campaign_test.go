@@ -134,3 +134,21 @@ func TestWatchStatesOrderByTime(t *testing.T) {
 		t.Errorf("a watch ended after it was opened: %d down, want 1", n)
 	}
 }
+
+// go test's progress lines show the workers' own count, minutes included.
+func TestProgressShowsTheWorkersCount(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "stats-1.log"), []byte("s: worker 1: 84 executions (0 harness errors) in 60s of fuzzing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", `source ../hack/lib.sh && progress "$0"`, dir)
+	cmd.Stdin = strings.NewReader("fuzz: elapsed: 3s, execs: 43 (14/sec), new interesting: 0 (total: 1)\nfuzz: elapsed: 1m3s, execs: 43 (0/sec), new interesting: 0 (total: 1)\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("progress: %v: %s", err, out)
+	}
+	want := "fuzz: elapsed: 3s, executions: 84, new interesting: 0 (total: 1)\nfuzz: elapsed: 1m3s, executions: 84, new interesting: 0 (total: 1)\n"
+	if string(out) != want {
+		t.Errorf("progress rewrote\n%s\nwant\n%s", out, want)
+	}
+}

@@ -37,7 +37,7 @@ executions() {
 progress() {
 	local dir=$1 line
 	while IFS= read -r line; do
-		if [[ $line =~ ^(fuzz:\ elapsed:\ [0-9]+s),\ execs:\ [0-9]+\ \([0-9]+/sec\)(.*)$ ]]; then
+		if [[ $line =~ ^(fuzz:\ elapsed:\ [0-9hms.]+),\ execs:\ [0-9]+\ \([0-9]+/sec\)(.*)$ ]]; then
 			line="${BASH_REMATCH[1]}, executions: $(executions "$dir")${BASH_REMATCH[2]}"
 		fi
 		printf '%s\n' "$line"
