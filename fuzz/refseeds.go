@@ -39,14 +39,17 @@ const (
 // watched resource and position in the clean run (right after its Nth
 // MODIFIED event, or its Nth write) for each action of the space: in
 // AnchoredLoss drop, then hold; in Realistic relist, restart right after,
-// restart before the answer, break, then hold. Each holds its window for
-// Bounds.MaxLength (the scenario's retry span), cut as decoding cuts it.
-// Stronger actions come first, then knob settings, then positions, so that a
-// campaign replaying its corpus meets the likeliest seeds early; the list is
-// cut so that replaying it takes about ReferenceSeedsReplay (a reference
-// run's time plus a window per seed), between MinReferenceSeeds and
-// MaxReferenceSeeds. This is Sieve's learning run, fed to go test
-// -fuzz as seed corpus.
+// restart before the answer, each of those three onto an apiserver
+// Bounds.MaxDelay behind (Sieve's time travel), break, then hold. Each holds
+// its window for Bounds.MaxLength (the scenario's retry span), cut as
+// decoding cuts it. The actions take turns: every action at its first
+// position, stronger actions first, then every action at its next, so that
+// a campaign replaying its corpus meets the likeliest seeds early and a cut
+// list still has every action; within an action, knob settings come before
+// positions. The list is cut so that replaying it takes about
+// ReferenceSeedsReplay (a reference run's time plus a window per seed),
+// between MinReferenceSeeds and MaxReferenceSeeds. This is Sieve's learning
+// run, fed to go test -fuzz as seed corpus.
 func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	type ref struct {
 		knobs map[string]int
@@ -69,17 +72,20 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	limit := min(MaxReferenceSeeds, max(MinReferenceSeeds, int(ReferenceSeedsReplay/each)))
 	type family struct {
 		act    proxy.Action
-		writes bool // anchored to the client's writes, else to its MODIFIED events
+		writes bool          // anchored to the client's writes, else to its MODIFIED events
+		lag    time.Duration // onto an apiserver this far behind
 	}
 	var families []family
 	switch e.s.Space {
 	case AnchoredLoss:
-		families = []family{{proxy.Drop, false}, {proxy.Hold, false}}
+		families = []family{{proxy.Drop, false, 0}, {proxy.Hold, false, 0}}
 	case Realistic:
-		families = []family{{proxy.Expire, false}, {proxy.Freeze, true}, {proxy.Cut, true}, {proxy.Break, false}, {proxy.Hold, false}}
+		families = []family{{proxy.Expire, false, 0}, {proxy.Freeze, true, 0}, {proxy.Cut, true, 0},
+			{proxy.Freeze, true, b.MaxDelay}, {proxy.Cut, true, b.MaxDelay}, {proxy.Expire, false, b.MaxDelay},
+			{proxy.Break, false, 0}, {proxy.Hold, false, 0}}
 	}
-	var out []Schedule
-	for _, fam := range families {
+	byFamily := make([][]Schedule, len(families))
+	for i, fam := range families {
 		for _, r := range refs {
 			for _, c := range e.s.Clients {
 				for _, res := range e.s.Resources {
@@ -88,23 +94,34 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 						positions = countWrites(r.tr, c, r.mark)
 					}
 					for n := range min(positions, MaxReferencePositions) {
-						st := Step{Client: c, Action: fam.act, After: n, Length: min(b.MaxLength, b.MaxLagEnd)}
+						st := Step{Client: c, Action: fam.act, After: n, Length: min(b.MaxLength, b.MaxLagEnd), Lag: fam.lag}
 						if !fam.writes {
 							st.Resource, st.Types = res, []string{"MODIFIED"}
 						}
 						if st.IsFault() {
 							st.Length = min(st.Length, b.faultEnd())
 						}
-						if len(out) == limit {
-							return out, nil
-						}
-						out = append(out, Schedule{Knobs: r.knobs, Steps: []Step{st}})
+						byFamily[i] = append(byFamily[i], Schedule{Knobs: r.knobs, Steps: []Step{st}})
 					}
 					if fam.writes {
 						break // writes are the client's, whatever the resource
 					}
 				}
 			}
+		}
+	}
+	// The actions take turns.
+	var out []Schedule
+	for n := 0; len(out) < limit; n++ {
+		more := false
+		for _, seeds := range byFamily {
+			if n < len(seeds) && len(out) < limit {
+				out = append(out, seeds[n])
+				more = true
+			}
+		}
+		if !more {
+			break
 		}
 	}
 	return out, nil
