@@ -42,17 +42,7 @@ func TestProxyCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	cp := &controlplane.Environment{}
-	if err := cp.Start(); err != nil {
-		t.Fatalf("unable to start the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	})
-	kubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
-	writeAdminKubeconfig(t, cp.Config, kubeconfig)
+	cp, kubeconfig := startControlPlane(t)
 
 	t.Run("in process", func(t *testing.T) { testInProcess(t, kubeconfig, false) })
 	t.Run("in process, trace in memory", func(t *testing.T) { testInProcess(t, kubeconfig, true) })
@@ -447,6 +437,25 @@ func runBin(t *testing.T, bin string, args ...string) (stdout, stderr string, er
 // writeAdminKubeconfig writes cfg as a kubeconfig whose current context,
 // "elsewhere", names no reachable server, and whose context "envtest" is
 // cfg: the command must honour --context.
+// startControlPlane starts a control plane for one test, stopped when it
+// ends, and writes its admin kubeconfig (context "envtest") into the test's
+// temporary directory.
+func startControlPlane(t testing.TB) (cp *controlplane.Environment, kubeconfig string) {
+	t.Helper()
+	cp = &controlplane.Environment{}
+	if err := cp.Start(); err != nil {
+		t.Fatalf("unable to start the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	kubeconfig = filepath.Join(t.TempDir(), "admin.kubeconfig")
+	writeAdminKubeconfig(t, cp.Config, kubeconfig)
+	return cp, kubeconfig
+}
+
 func writeAdminKubeconfig(t testing.TB, cfg *rest.Config, path string) {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()

@@ -22,7 +22,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
 )
 
 // Sizes of BenchmarkProxyUnderLoad.
@@ -53,15 +52,7 @@ const (
 // Run it once: go test -run='^$' -bench=ProxyUnderLoad -benchtime=1x.
 func BenchmarkProxyUnderLoad(b *testing.B) {
 	ctx := b.Context()
-	cp := &controlplane.Environment{}
-	if err := cp.Start(); err != nil {
-		b.Fatalf("unable to start the control plane: %v", err)
-	}
-	b.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			b.Errorf("stop control plane: %v", err)
-		}
-	})
+	cp, kubeconfig := startControlPlane(b)
 	admin := unlimited(cp.Config)
 	direct := kubernetes.NewForConfigOrDie(admin)
 	const ns = "stalefuzz-load"
@@ -76,11 +67,9 @@ func BenchmarkProxyUnderLoad(b *testing.B) {
 	}); err != nil {
 		b.Fatalf("unable to create the ConfigMaps: %v", err)
 	}
-	b.Logf("machine shared with other work; %d ConfigMaps created in %v", loadObjects, time.Since(created).Round(time.Millisecond))
+	b.Logf("%d ConfigMaps created in %v", loadObjects, time.Since(created).Round(time.Millisecond))
 
 	dir := b.TempDir()
-	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	writeAdminKubeconfig(b, cp.Config, kubeconfig)
 	rules := filepath.Join(dir, "rules.yaml")
 	mustWrite(b, rules, "rules: []\n")
 	clients := make([]string, loadInformers)
@@ -144,7 +133,7 @@ func BenchmarkProxyUnderLoad(b *testing.B) {
 			l.stop()
 			table = append(table, fmt.Sprintf("%-7s %17.0f %9.0f %15.1f", path.name, l.syncRate, rate, ms(lag)))
 		}
-		b.Logf("%d informers over %d ConfigMaps (machine shared with other work):\n"+
+		b.Logf("%d informers over %d ConfigMaps:\n"+
 			"path    synced objects/s  events/s  event lag p99 ms\n%s\n"+
 			"GET, interleaved, with the proxy's 100 watches open: direct p50 %.2f ms, p99 %.2f ms; proxy p50 %.2f ms, p99 %.2f ms; added p99 %.2f ms\n"+
 			"stalefuzz proxy: %v after the sync, %v after the updates",

@@ -23,7 +23,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
 )
 
 // traceMemoryEnv selects TestTraceMemory and says for how long it runs
@@ -87,18 +86,8 @@ func TestTraceMemory(t *testing.T) {
 	}
 	const objects, rate, sample = 100, 100, time.Minute
 	ctx := t.Context()
-	cp := &controlplane.Environment{}
-	if err := cp.Start(); err != nil {
-		t.Fatalf("unable to start the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	})
+	cp, kubeconfig := startControlPlane(t)
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	writeAdminKubeconfig(t, cp.Config, kubeconfig)
 	direct := kubernetes.NewForConfigOrDie(cp.Config)
 	const ns = "stalefuzz-trace-memory"
 	if _, err := direct.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -169,7 +158,7 @@ func TestTraceMemory(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("machine shared with other work; %d ConfigMaps updated %d times a second, for %v; sampled every %v", objects, rate, budget, sample)
+	t.Logf("%d ConfigMaps updated %d times a second, for %v; sampled every %v", objects, rate, budget, sample)
 	t.Logf("%-7s %-9s %9s %9s %8s %12s %12s", "minute", "proxy", "RSS MB", "heap MB", "events", "trace file", "updates")
 	start := time.Now()
 	tick := time.NewTicker(time.Second / rate)

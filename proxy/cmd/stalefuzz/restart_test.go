@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
 	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
@@ -37,18 +36,8 @@ func TestProxyCommandAPIServerRestart(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := t.Context()
-	cp := &controlplane.Environment{}
-	if err := cp.Start(); err != nil {
-		t.Fatalf("unable to start the control plane: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Errorf("stop control plane: %v", err)
-		}
-	})
+	cp, kubeconfig := startControlPlane(t)
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
-	writeAdminKubeconfig(t, cp.Config, kubeconfig)
 	direct := kubernetes.NewForConfigOrDie(cp.Config)
 	const ns, name = "stalefuzz-restart", "cm"
 	_, err := direct.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
