@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-
 )
 
 // Sizes of BenchmarkProxyUnderLoad.

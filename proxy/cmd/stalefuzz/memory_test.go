@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-
 )
 
 // traceMemoryEnv selects TestTraceMemory and says for how long it runs
