@@ -37,7 +37,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: false-alarms picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm
+.PHONY: false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -69,6 +69,10 @@ FALSE_ALARM_TIME ?= 5m
 false-alarms: deps assets source-controller ## campaigns that must find nothing, on a machine saturated by 2 busy loops: the FluxCD realistic and the contention optimistic targets, FALSE_ALARM_TIME each; every finding is a false alarm (a slow machine judged as a bug)
 	@hack/loaded.sh 2 hack/fuzz.sh FuzzFluxGitRepositoryRealistic ./scenarios/fluxcd/ $(FALSE_ALARM_TIME)
 	@hack/loaded.sh 2 hack/fuzz.sh FuzzContentionRealisticOptimistic ./scenarios/contention/ $(FALSE_ALARM_TIME)
+
+SWEEP_EXECUTIONS ?= 1000
+sweep-figures: assets ## SWEEP_EXECUTIONS (default 1000) executions of the contention scenario in one Env: executions a minute in each tenth of the run, and what is left in the apiserver afterwards (each execution's namespace is swept away)
+	STALEFUZZ_SWEEP_FIGURES=$(SWEEP_EXECUTIONS) $(GO) test -count=1 -run='^TestSweepFigures$$' -v -timeout=2h ./scenarios/contention/
 
 KCM_TARGET ?= FuzzJobGateOff
 fuzz-kcm: assets ## a campaign (FUZZTIME) on kube-controller-manager's Job controller with its KEP-5647 gate off; KCM_TARGET=Fuzz{Job,ReplicaSet,DaemonSet,StatefulSet}Gate{Off,On} picks another
