@@ -31,7 +31,10 @@
 // itself, finalized (envtest runs no namespace controller), within
 // SweepBudget after the execution's Budget, so that a long campaign does
 // not grow etcd and the watch caches; what a sweep does not finish, the
-// next one does. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
+// next one does. Objects outside the namespace (cluster-scoped ones such as
+// Nodes, or Leases in kube-node-lease) are declared in Scenario.Scopes: lag
+// steps on their resources act where they live, and the sweep removes every
+// object of theirs that was not there when NewEnv began. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
 // StopBudget) that, with the schedule bounds, keep it under Budget (8 s) by
 // construction, below go test -fuzz's 10 s limit; an overrun is a
 // HarnessError, never a finding.

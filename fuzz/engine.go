@@ -149,6 +149,13 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if err := e.primeServing(); err != nil {
 		return nil, err
 	}
+	scopes, err := e.resolveScopes()
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
+	}
+	if err := e.sweep.keepScoped(context.Background(), scopes); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
+	}
 	e.Ready.ControlPlane = time.Since(began)
 	if s.Setup != nil {
 		dir, err := os.MkdirTemp(e.cp.Dir(), "fixture-")
@@ -313,7 +320,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		if st.IsRestart() {
 			restartOf[len(rules)] = i
 		}
-		rules = append(rules, st.Rules(ns)...)
+		rules = append(rules, st.Rules(e.s.namespaceOf(st.Resource, ns))...)
 	}
 	if err := e.proxy.SetRules(x.mark, rules...); err != nil {
 		return res, harness("set rules: %w", err)
@@ -438,10 +445,19 @@ func (e *Env) restartStep(ctx context.Context, x *Exec, step int, fired time.Tim
 			return
 		}
 		now := time.Since(x.mark)
-		addErr = e.proxy.AddRules(
-			proxy.Rule{Client: st.Client, Namespace: x.Namespace, Action: proxy.Rewind, ResourceVersion: strconv.FormatUint(n-1, 10), From: now, To: now + RestartBudget},
-			proxy.Rule{Client: st.Client, Namespace: x.Namespace, Action: proxy.Delay, Delay: st.Lag, From: now, To: now + RestartBudget},
-		)
+		rv := strconv.FormatUint(n-1, 10)
+		rules := []proxy.Rule{
+			{Client: st.Client, Namespace: x.Namespace, Action: proxy.Rewind, ResourceVersion: rv, From: now, To: now + RestartBudget},
+			{Client: st.Client, Namespace: x.Namespace, Action: proxy.Delay, Delay: st.Lag, From: now, To: now + RestartBudget},
+		}
+		// The lagging apiserver is behind on the objects outside the
+		// namespace too.
+		for _, sc := range e.sweep.scopes {
+			rules = append(rules,
+				proxy.Rule{Client: st.Client, Resource: sc.gvr.Resource, Namespace: sc.namespace, Action: proxy.Rewind, ResourceVersion: rv, From: now, To: now + RestartBudget},
+				proxy.Rule{Client: st.Client, Resource: sc.gvr.Resource, Namespace: sc.namespace, Action: proxy.Delay, Delay: st.Lag, From: now, To: now + RestartBudget})
+		}
+		addErr = e.proxy.AddRules(rules...)
 	})
 	if err == nil {
 		err = addErr

@@ -539,10 +539,12 @@ func (x *Exec) stop(budget time.Duration) error {
 }
 
 // StartManager runs a controller-runtime manager as the named client, with its
-// cache scoped to the execution's namespace, no leader election, no metrics
-// or health endpoints. setup registers the scenario's reconcilers; StartManager
-// returns once a controller's workers run (its sources have synced), so that
-// the workload and the lag windows meet a running controller.
+// cache scoped to the execution's namespace and those of Scenario.Scopes
+// (cluster-scoped objects are cached whole), no leader election, no metrics
+// or health endpoints. setup registers the scenario's reconcilers;
+// StartManager returns once a controller's workers run (its sources have
+// synced), so that the workload and the lag windows meet a running
+// controller.
 //
 // The manager's cache is controller-runtime's own, except that its waits for
 // sync are told the moment the informers and handlers have synced (client-go's
@@ -563,7 +565,7 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 	started := &workerStarts{n: new(atomic.Int32)}
 	options := manager.Options{
 		Scheme:                  x.env.scheme,
-		Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{x.Namespace: {}}},
+		Cache:                   cache.Options{DefaultNamespaces: x.env.cachedNamespaces(x.Namespace)},
 		NewCache:                newSyncWaitCache,
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",

@@ -39,6 +39,19 @@ type Scenario struct {
 	// always cover the whole namespace.
 	Objects []string
 
+	// Scopes maps each resource of Resources whose objects do not live in
+	// the execution's namespace to where they do: a namespace's name
+	// ("kube-node-lease" for Nodes' Leases), or Cluster for a
+	// cluster-scoped resource (nodes, clusterissuers). A lag step on such a
+	// resource acts there; a step on every resource (Step.Resource empty)
+	// acts in the execution's namespace only. Since those objects are not
+	// isolated by a namespace of their own, each execution's sweep removes
+	// every object of these resources, there, that was not there when
+	// NewEnv began: the workload's and the controllers' alike. NewEnv
+	// refuses a cluster-scoped resource of Resources missing here. Zero:
+	// every resource lives in the execution's namespace.
+	Scopes map[string]string
+
 	// Knobs are settings the fuzzer chooses besides lag. Zero: none.
 	Knobs []Knob
 
@@ -114,6 +127,20 @@ type Scenario struct {
 	// committed corpus. For scenarios with many seeds, to keep the suite
 	// lean.
 	SeedsOnlyFuzzing bool
+}
+
+// Cluster, as the value of a resource in Scenario.Scopes, says its objects
+// are cluster-scoped: they have no namespace.
+const Cluster = ""
+
+// namespaceOf is where the lag steps on resource act, for an execution in
+// namespace ns: "" (every namespace, which a cluster-scoped object's is) for
+// a cluster-scoped resource.
+func (s Scenario) namespaceOf(resource, ns string) string {
+	if where, ok := s.Scopes[resource]; ok && resource != "" {
+		return where
+	}
+	return ns
 }
 
 // DefaultQuiet is Scenario.Quiet's default.

@@ -44,6 +44,12 @@ type sweeper struct {
 
 	mu    sync.Mutex
 	dirty []string // namespaces a sweep did not finish
+
+	// scopes are the resources of Scenario.Scopes, whose objects live
+	// outside the executions' namespaces; keep, the objects of theirs that
+	// were there before the first execution.
+	scopes []scoped
+	keep   map[types.UID]bool
 }
 
 func newSweeper(cfg *rest.Config) (*sweeper, error) {
@@ -86,15 +92,16 @@ func (s *sweeper) namespaced() ([]schema.GroupVersionResource, error) {
 	return s.resources, s.discErr
 }
 
-// sweep removes namespace ns and everything in it, and what earlier sweeps
-// left unfinished, within ctx; what it does not finish is left for the
-// next sweep.
+// sweep removes namespace ns and everything in it, what earlier sweeps
+// left unfinished, and every object of the scoped resources that was not
+// there before the first execution, within ctx; what it does not finish is
+// left for the next sweep.
 func (s *sweeper) sweep(ctx context.Context, ns string) error {
 	s.mu.Lock()
 	todo := append(s.dirty, ns)
 	s.dirty = nil
 	s.mu.Unlock()
-	var errs []error
+	errs := []error{s.sweepScoped(ctx)}
 	for i, n := range todo {
 		if err := s.sweepNamespace(ctx, n); err != nil {
 			errs = append(errs, err)
@@ -159,6 +166,13 @@ func (s *sweeper) sweepNamespace(ctx context.Context, ns string) error {
 // emptyResource deletes every object of gvr in ns at once, its finalizers
 // stripped first.
 func (s *sweeper) emptyResource(ctx context.Context, gvr schema.GroupVersionResource, ns string) error {
+	return s.emptyResourceExcept(ctx, gvr, ns, func(types.UID) bool { return false })
+}
+
+// emptyResourceExcept deletes every object of gvr in ns ("": every
+// namespace, or a cluster-scoped resource) but those keep says to keep, its
+// finalizers stripped first.
+func (s *sweeper) emptyResourceExcept(ctx context.Context, gvr schema.GroupVersionResource, ns string, keep func(types.UID) bool) error {
 	client := s.meta.Resource(gvr).Namespace(ns)
 	list, err := client.List(ctx, metav1.ListOptions{})
 	if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
@@ -169,6 +183,9 @@ func (s *sweeper) emptyResource(ctx context.Context, gvr schema.GroupVersionReso
 	}
 	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64)}
 	for _, o := range list.Items {
+		if keep(o.UID) {
+			continue
+		}
 		if len(o.Finalizers) > 0 {
 			_, err := client.Patch(ctx, o.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {

@@ -3,6 +3,7 @@ package fuzz
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +60,17 @@ func (s Scenario) Validate() error {
 	checkNames("Objects", s.Objects, MaxObjects)
 	if (len(s.Clients) == 0) != (len(s.Resources) == 0) {
 		bad("Clients has %d names and Resources %d: with either empty, no input decodes to a lag step and the fuzzer searches knobs only; declare both, or neither for a scenario without lag", len(s.Clients), len(s.Resources))
+	}
+	for _, r := range slices.Sorted(maps.Keys(s.Scopes)) {
+		where := s.Scopes[r]
+		if !slices.Contains(s.Resources, r) {
+			bad("Scopes: %q is not one of Resources %q; declare it there too, or remove it from Scopes", r, s.Resources)
+		}
+		if where != Cluster {
+			if errs := validation.IsDNS1123Label(where); len(errs) > 0 {
+				bad("Scopes[%q]: namespace %q: %s (fuzz.Cluster for a cluster-scoped resource)", r, where, strings.Join(errs, "; "))
+			}
+		}
 	}
 	var knobs []string
 	for _, k := range s.Knobs {
