@@ -16,7 +16,10 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
@@ -172,5 +175,68 @@ func TestScopesFaultAndSweepObjectsOutsideTheNamespace(t *testing.T) {
 	var node corev1.Node
 	if err := env.direct.Get(ctx, client.ObjectKey{Name: "node-a"}, &node); !apierrors.IsNotFound(err) {
 		t.Errorf("node node-a, the execution's: %v, want it gone", err)
+	}
+}
+
+// TestScopesRestartOntoALaggingAPIServer: a controller restarted onto an
+// apiserver that has not seen its write lists a resource of Scopes that
+// lives in another namespace (Leases in kube-node-lease, which its manager's
+// cache covers) from before that write too, not only the execution's
+// namespace. (A cluster-scoped list is the whole collection, which a rule
+// for the execution's namespace matches already.)
+func TestScopesRestartOntoALaggingAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	s := Scenario{
+		Name:      "scopesrestart",
+		Clients:   []string{"ctl"},
+		Resources: []string{"leases"},
+		Scopes:    map[string]string{"leases": "kube-node-lease"},
+		Start: func(ctx context.Context, x *Exec) error {
+			return x.StartManager(ctx, "ctl", func(mgr manager.Manager) error {
+				c := mgr.GetClient()
+				return builder.ControllerManagedBy(mgr).For(&coordinationv1.Lease{}).Named("labeller").Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+					var l coordinationv1.Lease
+					if err := c.Get(ctx, req.NamespacedName, &l); err != nil {
+						return reconcile.Result{}, client.IgnoreNotFound(err)
+					}
+					if l.Labels["seen"] == "yes" {
+						return reconcile.Result{}, nil
+					}
+					patch := client.MergeFrom(l.DeepCopy())
+					l.Labels = map[string]string{"seen": "yes"}
+					return reconcile.Result{}, c.Patch(ctx, &l, patch)
+				}))
+			})
+		},
+		Drive: func(ctx context.Context, x *Exec) error {
+			return x.Direct.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-node-lease", Name: "node-r"}})
+		},
+	}
+	env, err := NewEnv(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	res, err := env.Run(context.Background(), Schedule{Steps: []Step{{
+		Client: "ctl", Resource: "leases", Action: proxy.Freeze, Length: time.Second, Lag: 300 * time.Millisecond,
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Restarts) != 1 {
+		t.Fatalf("restarts: %d, want 1 (after the label patch): %s", len(res.Restarts), res.Report())
+	}
+	var lists []string
+	rewound := false
+	for _, r := range res.Trace.Requests {
+		if r.Client == "ctl" && r.Resource == "leases" && (r.Verb == "list" || r.Verb == "watch") && r.Start.After(res.Restarts[0].Stopped) {
+			lists = append(lists, fmt.Sprintf("%s %s %q", r.Verb, r.Namespace, r.FaultKind))
+			rewound = rewound || (r.FaultKind == trace.FaultRewind && r.Namespace == "kube-node-lease")
+		}
+	}
+	if !rewound {
+		t.Errorf("the restarted controller's lists and watches of leases: %v, want a list in kube-node-lease served from before its write (%q)", lists, trace.FaultRewind)
 	}
 }
