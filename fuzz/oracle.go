@@ -3,6 +3,7 @@ package fuzz
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -31,7 +32,11 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 		}
 	}
 	for _, c := range e.s.Checks {
-		if err := c.Fn(ctx, x, res.Trace); err != nil {
+		err := c.Fn(ctx, x, res.Trace)
+		if h, ok := errors.AsType[*HarnessError](err); ok {
+			return h
+		}
+		if err != nil {
 			res.violate(c.Name, err.Error())
 		}
 	}

@@ -1,9 +1,12 @@
 package fuzz
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,5 +124,35 @@ func TestReportGroupsRepeatedViolations(t *testing.T) {
 	}
 	if n := strings.Count(res.Err().Error(), "[lost-update]"); n != len(res.Violations)-2 {
 		t.Errorf("Err lists %d lost updates, want every one", n)
+	}
+}
+
+// TestCheckThatCannotJudgeIsAHarnessError: a check that returns a
+// *HarnessError (its workload fell behind, say) makes the execution a
+// harness error, not a violation.
+func TestCheckThatCannotJudgeIsAHarnessError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	var calls atomic.Int32
+	s := Scenario{Name: "checkharness", Start: noop, Drive: noop, Checks: []Check{
+		{Name: "cannot-judge", Fn: func(context.Context, *Exec, trace.Trace) error {
+			if calls.Add(1) == 1 {
+				return nil // NewEnv's warm-up
+			}
+			return &HarnessError{Err: errors.New("the stand-in fell behind")}
+		}},
+	}}
+	env, err := NewEnv(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	res, err := env.Run(context.Background(), Schedule{})
+	if _, ok := errors.AsType[*HarnessError](err); !ok || !strings.Contains(err.Error(), "the stand-in fell behind") {
+		t.Fatalf("a run whose check cannot judge: got %v, want the check's harness error", err)
+	}
+	if len(res.Violations) > 0 {
+		t.Errorf("violations %v, want none", res.Violations)
 	}
 }

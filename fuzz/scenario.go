@@ -182,7 +182,9 @@ type Differential struct {
 }
 
 // Check is a scenario's own oracle: it returns an error naming the object and
-// field when the execution violated it.
+// field when the execution violated it, or a *HarnessError when the
+// execution cannot be judged (the workload itself fell behind on a loaded
+// machine, say): that run is retried, never a finding.
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context, x *Exec, tr trace.Trace) error
