@@ -37,7 +37,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm
+.PHONY: false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -83,6 +83,9 @@ KCM_BUDGET ?= 120s
 kcm-figures: assets ## per kube-controller-manager controller, gate off and on: median time to a finding from an empty corpus (KCM_RUNS campaigns of KCM_BUDGET)
 	@for c in Job ReplicaSet DaemonSet StatefulSet; do for g in Off On; do \
 		echo "== Fuzz$${c}Gate$${g}"; hack/fuzz-figures.sh Fuzz$${c}Gate$${g} ./scenarios/kcm/ $(KCM_RUNS) $(KCM_BUDGET); done; done
+
+truth-table-nodelifecycle: assets ## the node lifecycle controller's truth table (each pattern 5 times, NodeControllerLeaseCircuitBreaker off and on) into scenarios/kcm/nodelifecycle-truth-table.md
+	STALEFUZZ_NODE_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/nodelifecycle-truth-table.md $(GO) test -count=1 -run=TestKCM -v -timeout=60m ./scenarios/kcm/ -ginkgo.focus='node lifecycle truth table'
 
 truth-table-kcm: assets ## the kube-controller-manager truth table (each pattern with the gate off and on) into scenarios/kcm/truth-table.md
 	STALEFUZZ_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/truth-table.md $(GO) test -count=1 -run=TestKCM -v ./scenarios/kcm/ -ginkgo.label-filter=truth-table

@@ -23,3 +23,8 @@ func FuzzDaemonSetGateOff(f *testing.F)   { fuzz.Fuzz(f, kcm.Scenario(kcm.Daemon
 func FuzzDaemonSetGateOn(f *testing.F)    { fuzz.Fuzz(f, kcm.Scenario(kcm.DaemonSet, true)) }
 func FuzzStatefulSetGateOff(f *testing.F) { fuzz.Fuzz(f, kcm.Scenario(kcm.StatefulSet, false)) }
 func FuzzStatefulSetGateOn(f *testing.F)  { fuzz.Fuzz(f, kcm.Scenario(kcm.StatefulSet, true)) }
+
+// The node lifecycle controller, its Lease gate off or on (the default in
+// 1.37): a live node marked Unknown, or a dead one never marked.
+func FuzzNodeLifecycleGateOff(f *testing.F) { fuzz.Fuzz(f, kcm.NodeLifecycle(false)) }
+func FuzzNodeLifecycleGateOn(f *testing.F)  { fuzz.Fuzz(f, kcm.NodeLifecycle(true)) }

@@ -1,0 +1,336 @@
+package kcm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// The node lifecycle controller's timings, scaled down from a cluster's
+// (node-monitor-grace-period 50 s, node-monitor-period 5 s, a kubelet
+// renewing its Lease every 10 s) so that a node's death and its detection
+// fit one execution: the same ratios of renewal to grace period.
+const (
+	// NodeGrace is --node-monitor-grace-period and
+	// --node-startup-grace-period.
+	NodeGrace = time.Second
+	// NodeMonitorPeriod is --node-monitor-period.
+	NodeMonitorPeriod = 100 * time.Millisecond
+	// LeaseRenewal is how often the kubelet stand-in renews a live node's
+	// Lease.
+	LeaseRenewal = 100 * time.Millisecond
+	// NodeDies is when node-b stops renewing its Lease (knob "die" = 1).
+	NodeDies = 500 * time.Millisecond
+)
+
+// LeaseGate is the node lifecycle controller's gate against a stale Lease
+// cache, beta and on by default in 1.37: before it marks a node whose cached
+// Lease looks expired, it reads the Lease from the apiserver, and if that
+// differs from its cache it waits until its cache has caught up
+// (pkg/controller/nodelifecycle/node_lifecycle_controller.go,
+// tryUpdateNodeHealth).
+const LeaseGate = "NodeControllerLeaseCircuitBreaker"
+
+// Nodes are the nodes of every execution: node-a always renews its Lease,
+// node-b stops at NodeDies when knob "die" is 1.
+var Nodes = []string{"node-a", "node-b"}
+
+// NodeLifecycle is kube-controller-manager's node lifecycle controller with
+// LeaseGate on or off, under faults a real cluster produces, on two Nodes
+// and their Leases in kube-node-lease, renewed by a kubelet stand-in.
+//
+// Oracles: a node whose Lease the stand-in renewed throughout must never be
+// marked Ready=Unknown ("live-node-unknown": in a cluster, its pods leave
+// their Services' endpoints and, after the unreachable taint's toleration,
+// are evicted); a node whose Lease stopped must be marked Unknown by the end
+// of the run ("dead-node-missed"). A run in which the stand-in itself fell
+// behind (a renewal gap of half the grace period) is a harness error.
+func NodeLifecycle(gate bool) fuzz.Scenario {
+	state := "off"
+	if gate {
+		state = "on"
+	}
+	return fuzz.Scenario{
+		Name:      "kcm-nodelifecycle-gate-" + state,
+		Clients:   []string{Client},
+		Resources: []string{"leases", "nodes"},
+		Scopes:    map[string]string{"leases": "kube-node-lease", "nodes": fuzz.Cluster},
+		Objects:   Nodes,
+		Space:     fuzz.Realistic,
+		Bounds:    Bounds,
+		Knobs:     []fuzz.Knob{{Name: "die", Values: 2}},
+		Quiet:     500 * time.Millisecond,
+		Setup:     setup,
+		Start:     func(ctx context.Context, x *fuzz.Exec) error { return startNodeLifecycle(ctx, x, gate) },
+		Drive:     driveNodeLifecycle,
+		Seeds:     NodeLifecycleSeeds(),
+		Checks: []fuzz.Check{
+			{Name: "live-node-unknown", Fn: liveNodeUnknown},
+			{Name: "dead-node-missed", Fn: deadNodeMissed},
+		},
+		SeedsOnlyFuzzing: true,
+	}
+}
+
+// NodeLifecycleSeeds: each resource's events held for the longest window
+// from its first and third event on, each watch relisted at its first
+// event, and a restart right after the controller's first node write.
+func NodeLifecycleSeeds() []fuzz.Schedule {
+	one := func(die int, st fuzz.Step) fuzz.Schedule {
+		st.Client = Client
+		return fuzz.Schedule{Knobs: map[string]int{"die": die}, Steps: []fuzz.Step{st}}
+	}
+	var out []fuzz.Schedule
+	for _, res := range []string{"leases", "nodes"} {
+		for _, n := range []int{1, 3} {
+			out = append(out, one(0, fuzz.Step{Resource: res, Action: proxy.Hold, After: n, Length: Bounds.MaxLagEnd}))
+		}
+		out = append(out, one(1, fuzz.Step{Resource: res, Action: proxy.Expire, Length: Bounds.MaxFaultEnd}))
+	}
+	out = append(out, one(1, fuzz.Step{Resource: "nodes", Action: proxy.Freeze, Length: Bounds.MaxFaultEnd}))
+	return out
+}
+
+// standIn is the kubelet stand-in of one execution: it renews the Leases of
+// the nodes still alive and remembers when each renewal was acknowledged.
+type standIn struct {
+	mu      sync.Mutex
+	dead    map[string]time.Time   // node → when it stopped renewing
+	renewed map[string][]time.Time // node → acknowledged renewals
+}
+
+func (s *standIn) alive(node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, dead := s.dead[node]
+	return !dead
+}
+
+// gap is the longest time between two acknowledged renewals of node's Lease
+// before t (from the first one on).
+func (s *standIn) gap(node string, t time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var longest time.Duration
+	times := s.renewed[node]
+	for i := 1; i < len(times) && !times[i-1].After(t); i++ {
+		end := times[i]
+		if end.After(t) {
+			end = t
+		}
+		longest = max(longest, end.Sub(times[i-1]))
+	}
+	if n := len(times); n > 0 && times[n-1].Before(t) {
+		longest = max(longest, t.Sub(times[n-1]))
+	}
+	return longest
+}
+
+// startNodeLifecycle creates the nodes, Ready, and their Leases, starts the
+// stand-in renewing them, and starts kube-controller-manager with only its
+// node lifecycle controller.
+func startNodeLifecycle(ctx context.Context, x *fuzz.Exec, gate bool) error {
+	s := &standIn{dead: map[string]time.Time{}, renewed: map[string][]time.Time{}}
+	x.Value = s
+	now := metav1.Now()
+	for _, name := range Nodes {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastHeartbeatTime: now, LastTransitionTime: now,
+			}}},
+		}
+		if err := x.Direct.Create(ctx, node); err != nil {
+			return wrap(err, "create", "node", name)
+		}
+		lease := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: name},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(name),
+				LeaseDurationSeconds: ptr.To(int32(NodeGrace / time.Second)),
+				RenewTime:            ptr.To(metav1.NowMicro()),
+			},
+		}
+		if err := x.Direct.Create(ctx, lease); err != nil {
+			return wrap(err, "create", "lease", corev1.NamespaceNodeLease+"/"+name)
+		}
+		s.renewed[name] = []time.Time{time.Now()}
+	}
+	x.Go("kubelet stand-in", func(ctx context.Context) error {
+		tick := time.NewTicker(LeaseRenewal)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+			for _, name := range Nodes {
+				if !s.alive(name) {
+					continue
+				}
+				renew, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NowMicro()}})
+				if err != nil {
+					return err
+				}
+				lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: name}}
+				if err := x.Direct.Patch(ctx, lease, client.RawPatch("application/merge-patch+json", renew)); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return wrap(err, "renew", "lease", corev1.NamespaceNodeLease+"/"+name)
+				}
+				s.mu.Lock()
+				s.renewed[name] = append(s.renewed[name], time.Now())
+				s.mu.Unlock()
+			}
+		}
+	})
+
+	kubeconfig, err := x.Kubeconfig(Client)
+	if err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(x.Dir(), "kube-controller-manager.log"))
+	if err != nil {
+		return fmt.Errorf("unable to create kube-controller-manager's log: %w", err)
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd := exec.Command(Binary(),
+		"--kubeconfig="+kubeconfig,
+		"--controllers=node-lifecycle-controller",
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+		"--node-monitor-period="+NodeMonitorPeriod.String(),
+		"--node-monitor-grace-period="+NodeGrace.String(),
+		"--node-startup-grace-period="+NodeGrace.String(),
+		"--feature-gates="+LeaseGate+"="+strconv.FormatBool(gate),
+		"--v=2",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := x.Command(Client, cmd); err != nil {
+		return err
+	}
+	for _, res := range []string{"leases", "nodes", "pods", "daemonsets"} {
+		if err := x.WaitForWatch(ctx, Client, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// driveNodeLifecycle stops node-b's renewals at NodeDies when knob "die" is
+// 1, and keeps the run from settling before the controller must have seen
+// it: until two grace periods after the later of its death and the end of
+// the lag.
+func driveNodeLifecycle(_ context.Context, x *fuzz.Exec) error {
+	if x.Knob("die") != 1 {
+		return nil
+	}
+	s := x.Value.(*standIn)
+	x.After(NodeDies, "node-b stops renewing its lease", func(context.Context) error {
+		s.mu.Lock()
+		s.dead["node-b"] = time.Now()
+		s.mu.Unlock()
+		return nil
+	})
+	x.After(max(NodeDies, x.Schedule.LagEnd())+2*NodeGrace, "wait out node-b's grace period", func(context.Context) error { return nil })
+	return nil
+}
+
+// readyOf is a node's Ready condition status, "" if it has none.
+func readyOf(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// statusWrites are kube-controller-manager's acknowledged writes to a
+// node's status, in order.
+func statusWrites(tr trace.Trace, node string) []trace.Request {
+	var out []trace.Request
+	for _, r := range tr.Requests {
+		if r.Client == Client && r.Resource == "nodes" && r.Subresource == "status" && r.Name == node && r.Code == 200 &&
+			slices.Contains([]string{"update", "patch"}, r.Verb) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// liveNodeUnknown: a node whose Lease was renewed throughout is Ready=True
+// at the end. A node found otherwise is a finding only if the stand-in kept
+// up until the controller's first write to its status; if it did not, the
+// node did look dead for a moment, and the run is a harness error.
+func liveNodeUnknown(ctx context.Context, x *fuzz.Exec, tr trace.Trace) error {
+	s := x.Value.(*standIn)
+	var problems []string
+	for _, name := range Nodes {
+		if !s.alive(name) {
+			continue
+		}
+		var n corev1.Node
+		if err := x.Direct.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+			return &fuzz.HarnessError{Err: wrap(err, "get", "node", name)}
+		}
+		if readyOf(&n) == corev1.ConditionTrue {
+			continue
+		}
+		at := time.Now()
+		if w := statusWrites(tr, name); len(w) > 0 {
+			at = w[0].Start
+		}
+		if gap := s.gap(name, at); gap >= NodeGrace/2 {
+			return &fuzz.HarnessError{Err: fmt.Errorf("node %s: the kubelet stand-in went %v without renewing its lease before t%+.2fs (a loaded machine): it did look dead", name, gap.Round(time.Millisecond), at.Sub(x.Mark()).Seconds())}
+		}
+		problems = append(problems, fmt.Sprintf("node %s: Ready=%s since kube-controller-manager's status write at t%+.2fs, though its Lease was renewed every %v throughout (never more than %v apart): a live node marked unreachable",
+			name, readyOf(&n), at.Sub(x.Mark()).Seconds(), LeaseRenewal, s.gap(name, at).Round(time.Millisecond)))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// deadNodeMissed: a node whose Lease stopped is Ready=Unknown at the end.
+func deadNodeMissed(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
+	s := x.Value.(*standIn)
+	s.mu.Lock()
+	died, dead := s.dead["node-b"]
+	s.mu.Unlock()
+	if !dead {
+		return nil
+	}
+	var n corev1.Node
+	if err := x.Direct.Get(ctx, client.ObjectKey{Name: "node-b"}, &n); err != nil {
+		return &fuzz.HarnessError{Err: wrap(err, "get", "node", "node-b")}
+	}
+	if readyOf(&n) == corev1.ConditionUnknown {
+		return nil
+	}
+	return fmt.Errorf("node node-b: stopped renewing its Lease at t%+.2fs, still Ready=%s at t%+.2fs: kube-controller-manager never marked it Unknown",
+		died.Sub(x.Mark()).Seconds(), readyOf(&n), time.Since(x.Mark()).Seconds())
+}

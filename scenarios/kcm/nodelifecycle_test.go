@@ -1,0 +1,143 @@
+package kcm_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/scenarios/kcm"
+)
+
+// nodeEnv is the node lifecycle Env with the gate off or on, started on
+// first use, kept with the suite's others (stopped by its AfterSuite).
+func nodeEnv(gate bool) *fuzz.Env {
+	GinkgoHelper()
+	key := fmt.Sprint("nodelifecycle ", gate)
+	if e := envs[key]; e != nil {
+		return e
+	}
+	e, err := fuzz.NewEnv(kcm.NodeLifecycle(gate))
+	Expect(err).NotTo(HaveOccurred())
+	envs[key] = e
+	return e
+}
+
+func runNodes(gate bool, s fuzz.Schedule) *fuzz.Result {
+	GinkgoHelper()
+	res, err := nodeEnv(gate).Run(context.Background(), s, fuzz.Retries(3))
+	Expect(err).NotTo(HaveOccurred(), "schedule %s", s)
+	return res
+}
+
+// nodeStep is one step on kube-controller-manager for the longest window.
+func nodeStep(die int, st fuzz.Step) fuzz.Schedule {
+	st.Client = kcm.Client
+	if st.Length == 0 {
+		st.Length = kcm.Bounds.MaxLagEnd
+		if st.IsFault() {
+			st.Length = kcm.Bounds.MaxFaultEnd
+		}
+	}
+	return fuzz.Schedule{Knobs: map[string]int{"die": die}, Steps: []fuzz.Step{st}}
+}
+
+var _ = Describe("node lifecycle controller: Lease events held for longer than the grace period", func() {
+	held := func(die int) fuzz.Schedule {
+		return nodeStep(die, fuzz.Step{Resource: "leases", Action: proxy.Hold, Start: 0, Length: 2500 * time.Millisecond})
+	}
+	It("with "+kcm.LeaseGate+" off, marks a live node Unknown", func() {
+		res := runNodes(false, held(0))
+		Expect(res.Violations).To(ContainElement(SatisfyAll(
+			HaveField("Oracle", "live-node-unknown"),
+			HaveField("Message", ContainSubstring("node node-a: Ready=Unknown")),
+		)), res.Report())
+	})
+	It("with it on, waits for its cache: no live node marked, the dead one marked", func() {
+		res := runNodes(true, held(1))
+		Expect(res.Violations).To(BeEmpty(), res.Report())
+		gets := 0
+		for _, r := range res.Trace.Requests {
+			if r.Client == kcm.Client && r.Verb == "get" && r.Resource == "leases" && r.Namespace == "kube-node-lease" {
+				gets++
+			}
+		}
+		Expect(gets).To(BeNumerically(">", 0), "the gate reads the Lease from the apiserver when its cached one looks expired: %s", res.Report())
+	})
+})
+
+// The node lifecycle truth table is opt-in (STALEFUZZ_NODE_TRUTH_TABLE=FILE
+// writes it; `make truth-table-nodelifecycle`): each pattern 5 times with
+// the gate off and on.
+var _ = Describe("node lifecycle truth table", Label("truth-table"), func() {
+	It("runs every pattern with the gate off and on", func() {
+		out := os.Getenv("STALEFUZZ_NODE_TRUTH_TABLE")
+		if out == "" {
+			Skip("set STALEFUZZ_NODE_TRUTH_TABLE=FILE to run the node lifecycle truth table (make truth-table-nodelifecycle)")
+		}
+		const runs = 5
+		type pattern struct {
+			name string
+			st   fuzz.Step
+		}
+		long := 2500 * time.Millisecond
+		ps := []pattern{
+			{"no fault", fuzz.Step{}},
+			{"Lease events delayed by 0.1 s", fuzz.Step{Resource: "leases", Action: proxy.Delay, Delay: kcm.Bounds.MaxDelay, Length: long}},
+			{"Lease events held for 0.8 s (under the grace period)", fuzz.Step{Resource: "leases", Action: proxy.Hold, Length: 800 * time.Millisecond}},
+			{"Lease events held for 2.5 s", fuzz.Step{Resource: "leases", Action: proxy.Hold, Length: long}},
+			{"Lease events held for 2.5 s after the 5th", fuzz.Step{Resource: "leases", Action: proxy.Hold, After: 5, Length: long}},
+			{"node-a's Lease events only, held for 2.5 s", fuzz.Step{Resource: "leases", Object: "node-a", Action: proxy.Hold, Length: long}},
+			{"Node events held for 2.5 s", fuzz.Step{Resource: "nodes", Action: proxy.Hold, Length: long}},
+			{"Lease watch broken at its 1st event", fuzz.Step{Resource: "leases", Action: proxy.Break, Length: kcm.Bounds.MaxFaultEnd}},
+			{"Lease watch relisted (410) at its 1st event, from an apiserver 0.1 s behind", fuzz.Step{Resource: "leases", Action: proxy.Expire, Lag: kcm.Bounds.MaxDelay, Length: kcm.Bounds.MaxFaultEnd}},
+			{"restart right after its 1st node write", fuzz.Step{Resource: "nodes", Action: proxy.Freeze, Length: kcm.Bounds.MaxFaultEnd}},
+			{"restart right after its 1st node write, onto an apiserver 0.1 s behind", fuzz.Step{Resource: "nodes", Action: proxy.Freeze, Lag: kcm.Bounds.MaxDelay, Length: kcm.Bounds.MaxFaultEnd}},
+			{"restart before the answer to its 1st node write", fuzz.Step{Resource: "nodes", Action: proxy.Cut, Length: kcm.Bounds.MaxFaultEnd}},
+		}
+		lines := []string{
+			fmt.Sprintf("| pattern | node-b | gate off: runs with a violation (of %d) | gate on |", runs),
+			"|---|---|---|---|",
+		}
+		for _, p := range ps {
+			for die, what := range []string{"renews", "stops at t+0.5 s"} {
+				var s fuzz.Schedule
+				if p.st.Action == proxy.Delay && p.st.Delay == 0 && p.st.Resource == "" {
+					s = fuzz.Schedule{Knobs: map[string]int{"die": die}}
+				} else {
+					s = nodeStep(die, p.st)
+				}
+				cells := []string{}
+				for _, gate := range []bool{false, true} {
+					oracles := map[string]int{}
+					hits := 0
+					for range runs {
+						res := runNodes(gate, s)
+						if len(res.Violations) > 0 {
+							hits++
+						}
+						for _, v := range res.Violations {
+							oracles[v.Oracle]++
+						}
+					}
+					cell := fmt.Sprintf("%d/%d", hits, runs)
+					for _, o := range []string{"live-node-unknown", "dead-node-missed"} {
+						if oracles[o] > 0 {
+							cell += fmt.Sprintf(" %s ×%d", o, oracles[o])
+						}
+					}
+					cells = append(cells, cell)
+				}
+				lines = append(lines, fmt.Sprintf("| %s | %s | %s | %s |", p.name, what, cells[0], cells[1]))
+				GinkgoWriter.Println(lines[len(lines)-1])
+			}
+		}
+		Expect(os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644)).To(Succeed())
+	})
+})
