@@ -141,3 +141,18 @@ var _ = Describe("node lifecycle truth table", Label("truth-table"), func() {
 		Expect(os.WriteFile(out, []byte(strings.Join(lines, "\n")+"\n"), 0o644)).To(Succeed())
 	})
 })
+
+var _ = Describe("node lifecycle controller: a dead node's Lease written without being renewed", func() {
+	touched := fuzz.Schedule{Knobs: map[string]int{"die": 2}}
+	It("with "+kcm.LeaseGate+" off, the dead node is marked Unknown", func() {
+		res := runNodes(false, touched)
+		Expect(res.Violations).To(BeEmpty(), res.Report())
+	})
+	It("with it on, is never marked: the live GET's resourceVersion differs from the last renewal's forever", func() {
+		res := runNodes(true, touched)
+		Expect(res.Violations).To(ContainElement(SatisfyAll(
+			HaveField("Oracle", "dead-node-missed"),
+			HaveField("Message", ContainSubstring("node node-b: stopped renewing")),
+		)), res.Report())
+	})
+})
