@@ -83,34 +83,45 @@ type unconvergedObject struct {
 }
 
 // unconverged lists the objects of c's kind in the execution's namespace
-// that have not converged: observedGeneration != generation, or the Ready
-// condition not True.
+// that have not converged (see Convergence.problems).
 func (e *Env) unconverged(ctx context.Context, x *Exec, c *Convergence) ([]unconvergedObject, error) {
-	ready := c.Ready
-	if ready == "" {
-		ready = "Ready"
-	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(c.GVK.GroupVersion().WithKind(c.GVK.Kind + "List"))
 	if err := e.direct.List(ctx, list, client.InNamespace(x.Namespace)); err != nil {
 		return nil, fmt.Errorf("unable to list %s in %s to judge convergence: %w", c.GVK.Kind, x.Namespace, err)
 	}
 	var out []unconvergedObject
-	for _, o := range list.Items {
-		var problems []string
-		gen := o.GetGeneration()
-		og, found, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
-		if !found || og != gen {
-			problems = append(problems, fmt.Sprintf("want observedGeneration %d, got %s", gen, orMissing(found, og)))
-		}
-		if st := conditionStatus(&o, ready); st != "True" {
-			problems = append(problems, fmt.Sprintf("want condition %s=True, got %s", ready, or(st, "none")))
+	for i := range list.Items {
+		o := &list.Items[i]
+		name := fmt.Sprintf("%s %s/%s", c.GVK.Kind, o.GetNamespace(), o.GetName())
+		problems, err := c.problems(o)
+		if err != nil {
+			return nil, fmt.Errorf("unable to judge the convergence of %s: %w", name, err)
 		}
 		if len(problems) > 0 {
-			out = append(out, unconvergedObject{fmt.Sprintf("%s %s/%s", c.GVK.Kind, o.GetNamespace(), o.GetName()), problems})
+			out = append(out, unconvergedObject{name, problems})
 		}
 	}
 	return out, nil
+}
+
+// problems says how o has not converged; none if it has:
+// observedGeneration != generation, or the Ready condition not True.
+func (c *Convergence) problems(o *unstructured.Unstructured) ([]string, error) {
+	ready := c.Ready
+	if ready == "" {
+		ready = "Ready"
+	}
+	var problems []string
+	gen := o.GetGeneration()
+	og, found, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+	if !found || og != gen {
+		problems = append(problems, fmt.Sprintf("want observedGeneration %d, got %s", gen, orMissing(found, og)))
+	}
+	if st := conditionStatus(o, ready); st != "True" {
+		problems = append(problems, fmt.Sprintf("want condition %s=True, got %s", ready, or(st, "none")))
+	}
+	return problems, nil
 }
 
 // convergedNow reports whether the execution's objects have converged now,
