@@ -75,6 +75,15 @@
 // under way, and every watch a fault ended has been opened again: a
 // reflector waiting for its relist backoff is quiet, not settled.
 //
+// An object of Scenario.Converge's kind has converged when
+// status.observedGeneration == metadata.generation and its condition Ready
+// is True; with Convergence.KStatus, when kstatus
+// (sigs.k8s.io/cli-utils/pkg/kstatus/status, what Flux and kpt wait on)
+// computes Current for it, for controllers without a Ready condition: no
+// observedGeneration behind, no condition Reconciling=True or Stalled=True.
+// An object whose status kstatus cannot read cannot be judged: a harness
+// error.
+//
 // A finding is never a slow machine. An object not converged once the run
 // settled is "stuck". One not converged while its controllers were still
 // writing when the settle budget ran out is "convergence" only if they were

@@ -12,6 +12,7 @@ import (
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
@@ -44,12 +45,13 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 }
 
 // convergence: every object of the kind has observedGeneration == generation
-// and Ready=True. Not converged after the run settled (the lag over, then no
-// writes for the quiet period) is "stuck". Not converged while the
-// controllers were still writing when the settle budget ran out is
-// "convergence" only when they were retrying without progress (noProgress):
-// a cache that never catches up meets 409 after 409, or repeats a patch the
-// apiserver already holds, which returns the same resourceVersion.
+// and Ready=True, or is kstatus Current (Convergence.KStatus). Not converged
+// after the run settled (the lag over, then no writes for the quiet period)
+// is "stuck". Not converged while the controllers were still writing when
+// the settle budget ran out is "convergence" only when they were retrying
+// without progress (noProgress): a cache that never catches up meets 409
+// after 409, or repeats a patch the apiserver already holds, which returns
+// the same resourceVersion.
 // Otherwise the run says nothing: on a loaded machine a healthy controller
 // is slow, and that run is a harness error (retried), never a finding.
 func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Result) error {
@@ -83,34 +85,73 @@ type unconvergedObject struct {
 }
 
 // unconverged lists the objects of c's kind in the execution's namespace
-// that have not converged: observedGeneration != generation, or the Ready
-// condition not True.
+// that have not converged (see Convergence.problems).
 func (e *Env) unconverged(ctx context.Context, x *Exec, c *Convergence) ([]unconvergedObject, error) {
-	ready := c.Ready
-	if ready == "" {
-		ready = "Ready"
-	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(c.GVK.GroupVersion().WithKind(c.GVK.Kind + "List"))
 	if err := e.direct.List(ctx, list, client.InNamespace(x.Namespace)); err != nil {
 		return nil, fmt.Errorf("unable to list %s in %s to judge convergence: %w", c.GVK.Kind, x.Namespace, err)
 	}
 	var out []unconvergedObject
-	for _, o := range list.Items {
-		var problems []string
-		gen := o.GetGeneration()
-		og, found, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
-		if !found || og != gen {
-			problems = append(problems, fmt.Sprintf("want observedGeneration %d, got %s", gen, orMissing(found, og)))
-		}
-		if st := conditionStatus(&o, ready); st != "True" {
-			problems = append(problems, fmt.Sprintf("want condition %s=True, got %s", ready, or(st, "none")))
+	for i := range list.Items {
+		o := &list.Items[i]
+		name := fmt.Sprintf("%s %s/%s", c.GVK.Kind, o.GetNamespace(), o.GetName())
+		problems, err := c.problems(o)
+		if err != nil {
+			return nil, fmt.Errorf("unable to judge the convergence of %s: %w", name, err)
 		}
 		if len(problems) > 0 {
-			out = append(out, unconvergedObject{fmt.Sprintf("%s %s/%s", c.GVK.Kind, o.GetNamespace(), o.GetName()), problems})
+			out = append(out, unconvergedObject{name, problems})
 		}
 	}
 	return out, nil
+}
+
+// problems says how o has not converged; none if it has. Without KStatus:
+// observedGeneration != generation, or the Ready condition not True. With
+// it: kstatus' status other than Current.
+func (c *Convergence) problems(o *unstructured.Unstructured) ([]string, error) {
+	if c.KStatus {
+		return kstatusProblems(o)
+	}
+	ready := c.Ready
+	if ready == "" {
+		ready = "Ready"
+	}
+	var problems []string
+	gen := o.GetGeneration()
+	og, found, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+	if !found || og != gen {
+		problems = append(problems, fmt.Sprintf("want observedGeneration %d, got %s", gen, orMissing(found, og)))
+	}
+	if st := conditionStatus(o, ready); st != "True" {
+		problems = append(problems, fmt.Sprintf("want condition %s=True, got %s", ready, or(st, "none")))
+	}
+	return problems, nil
+}
+
+// kstatusProblems says why kstatus does not compute Current for o: its
+// status and message, the condition it derived them from and that
+// condition's reason, and observedGeneration against generation where the
+// status has one. It fails only when kstatus cannot read o's status
+// (conditions of another shape, say).
+func kstatusProblems(o *unstructured.Unstructured) ([]string, error) {
+	r, err := kstatus.Compute(o)
+	if err != nil {
+		return nil, fmt.Errorf("kstatus cannot compute its status: %w", err)
+	}
+	if r.Status == kstatus.CurrentStatus {
+		return nil, nil
+	}
+	p := fmt.Sprintf("want kstatus %s, got %s: %q", kstatus.CurrentStatus, r.Status, r.Message)
+	for _, cond := range r.Conditions {
+		p += fmt.Sprintf(" (%s=%s, reason %s)", cond.Type, cond.Status, or(cond.Reason, "none"))
+	}
+	problems := []string{p}
+	if og, found, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration"); found {
+		problems = append(problems, fmt.Sprintf("observedGeneration %d, generation %d", og, o.GetGeneration()))
+	}
+	return problems, nil
 }
 
 // convergedNow reports whether the execution's objects have converged now,

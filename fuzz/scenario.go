@@ -166,11 +166,30 @@ func (s Scenario) validQuiet() error {
 
 // Convergence says which objects must converge: every object of GVK in the
 // namespace reaches status.observedGeneration == metadata.generation and
-// condition Ready=True once the lag is over.
+// condition Ready=True once the lag is over; or, with KStatus, kstatus
+// Current.
 type Convergence struct {
 	GVK schema.GroupVersionKind
-	// Ready is the condition type that must be True. Zero: "Ready".
+	// Ready is the condition type that must be True. Zero: "Ready". Only
+	// without KStatus, which reads a Ready condition itself (Validate
+	// refuses both).
 	Ready string
+	// KStatus judges each object by kstatus instead, for controllers
+	// without a Ready condition: sigs.k8s.io/cli-utils/pkg/kstatus/status,
+	// what Flux and kpt wait on. An object has converged when kstatus
+	// computes Current for it. For a custom resource that is: not being
+	// deleted, status.observedGeneration == metadata.generation where the
+	// status has one, no condition Reconciling=True or Stalled=True, and
+	// Ready=True where it has a Ready condition. An object whose status has
+	// none of these (no controller has written it yet) is Current too:
+	// kstatus cannot tell it from one that needs none, so a scenario whose
+	// objects must have been seen adds a Check. Built-in kinds are judged
+	// by kstatus' own rules (a Deployment's replicas, a Job's completion).
+	// The verdict on an object that has not converged names kstatus'
+	// status, its message and reason, and observedGeneration against
+	// generation where the status has one. Zero: Ready and
+	// observedGeneration, as above.
+	KStatus bool
 }
 
 // Differential compares the final state of the objects of GVK with the

@@ -85,6 +85,9 @@ func (s Scenario) Validate() error {
 			bad("field path %q (LostUpdates, Fields): want a dotted JSON path such as status.plan.id", p)
 		}
 	}
+	if c := s.Converge; c != nil && c.KStatus && c.Ready != "" {
+		bad("Converge: Ready %q with KStatus, which reads a condition Ready itself and no other: leave Ready empty, or unset KStatus to require condition %s=True", c.Ready, c.Ready)
+	}
 	if err := s.validQuiet(); err != nil {
 		bad("%w", err)
 	}

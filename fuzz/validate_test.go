@@ -63,6 +63,7 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"a seed with a drop in the lag-only space", func(s *Scenario) { s.Seeds[0].Steps[0].Action = proxy.Drop }, []string{"the lag-only space cannot hold it"}},
 		{"a scope of an undeclared resource", func(s *Scenario) { s.Scopes = map[string]string{"nodes": Cluster} }, []string{`Scopes: "nodes" is not one of Resources`}},
 		{"a scope that is no namespace", func(s *Scenario) { s.Scopes = map[string]string{"configmaps": "Kube_System"} }, []string{`Scopes["configmaps"]: namespace "Kube_System"`, "fuzz.Cluster"}},
+		{"a Ready condition for kstatus", func(s *Scenario) { s.Converge = &Convergence{Ready: "Synced", KStatus: true} }, []string{`Converge: Ready "Synced" with KStatus`, "leave Ready empty"}},
 		{"a quiet period as long as the settle budget", func(s *Scenario) { s.Quiet = SettleBudget }, []string{"quiet period"}},
 		{"Realistic with default bounds", func(s *Scenario) { s.Space = Realistic; s.Seeds = nil }, []string{
 			"over the 8s budget", "set MaxFaultEnd to 1.4s or less (it is 2.5s)",
