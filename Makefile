@@ -84,7 +84,7 @@ kcm-figures: assets ## per kube-controller-manager controller, gate off and on: 
 	@for c in Job ReplicaSet DaemonSet StatefulSet; do for g in Off On; do \
 		echo "== Fuzz$${c}Gate$${g}"; hack/fuzz-figures.sh Fuzz$${c}Gate$${g} ./scenarios/kcm/ $(KCM_RUNS) $(KCM_BUDGET); done; done
 
-truth-table-nodelifecycle: assets ## the node lifecycle controller's truth table (each pattern 5 times, NodeControllerLeaseCircuitBreaker off and on) into scenarios/kcm/nodelifecycle-truth-table.md
+truth-table-nodelifecycle: assets ## the node lifecycle controller's truth table (each pattern 3 times, NodeControllerLeaseCircuitBreaker off and on) into scenarios/kcm/nodelifecycle-truth-table.md
 	STALEFUZZ_NODE_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/nodelifecycle-truth-table.md $(GO) test -count=1 -run=TestKCM -v -timeout=60m ./scenarios/kcm/ -ginkgo.focus='node lifecycle truth table'
 
 truth-table-kcm: assets ## the kube-controller-manager truth table (each pattern with the gate off and on) into scenarios/kcm/truth-table.md

@@ -35,6 +35,19 @@
 //   - convergence, once the run settled: the workload's status counts match
 //     its live pods.
 //
+// # The node lifecycle controller
+//
+// NodeLifecycle runs kube-controller-manager's node lifecycle controller
+// alone, with its gate against a stale Lease cache
+// (NodeControllerLeaseCircuitBreaker, LeaseGate) off or on, on two Nodes
+// and their Leases in kube-node-lease (declared in fuzz.Scenario.Scopes, so
+// that faults act on them and the sweep removes them), renewed every
+// LeaseRenewal by a kubelet stand-in; timings scaled down 50× from a
+// cluster's (NodeGrace, NodeMonitorPeriod). Oracles: live-node-unknown (a
+// node whose Lease was renewed throughout marked Ready=Unknown; a harness
+// error if the stand-in itself fell behind) and dead-node-missed (node-b,
+// dead, not marked Unknown by the end).
+//
 // # Environment variables
 //
 //   - STALEFUZZ_KUBE_CONTROLLER_MANAGER: the binary to run. Default:

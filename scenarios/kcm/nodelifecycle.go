@@ -39,7 +39,7 @@ const (
 	LeaseRenewal = 100 * time.Millisecond
 	// NodeDies is when node-b stops renewing its Lease (knob "die" 1 or
 	// 2).
-	NodeDies = 500 * time.Millisecond
+	NodeDies = 200 * time.Millisecond
 	// LeaseTouched is when, with knob "die" = 2, someone else writes
 	// node-b's Lease without renewing it (a label), after its last renewal.
 	LeaseTouched = NodeDies + 200*time.Millisecond
@@ -93,7 +93,7 @@ func NodeLifecycle(gate bool) fuzz.Scenario {
 		Space:     fuzz.Realistic,
 		Bounds:    Bounds,
 		Knobs:     []fuzz.Knob{{Name: "die", Values: 3}},
-		Quiet:     500 * time.Millisecond,
+		Quiet:     300 * time.Millisecond,
 		Setup:     setup,
 		Start:     func(ctx context.Context, x *fuzz.Exec) error { return startNodeLifecycle(ctx, x, gate) },
 		Drive:     driveNodeLifecycle,
@@ -257,9 +257,7 @@ func startNodeLifecycle(ctx context.Context, x *fuzz.Exec, gate bool) error {
 
 // driveNodeLifecycle stops node-b's renewals at NodeDies when knob "die" is
 // 1 or 2, with 2 labels node-b's Lease at LeaseTouched, and keeps the run
-// from settling before the controller must have seen the death: until two
-// grace periods after the later of the last write to the Lease and the end
-// of the lag.
+// from settling before the controller must have marked node-b (deathDue).
 func driveNodeLifecycle(_ context.Context, x *fuzz.Exec) error {
 	die := x.Knob("die")
 	if die == 0 {
@@ -272,17 +270,30 @@ func driveNodeLifecycle(_ context.Context, x *fuzz.Exec) error {
 		s.mu.Unlock()
 		return nil
 	})
-	last := NodeDies
 	if die == 2 {
-		last = LeaseTouched
 		x.After(LeaseTouched, "someone labels node-b's lease", func(ctx context.Context) error {
 			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: "node-b"}}
 			patch := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"example.com/audited":"true"}}}`))
 			return wrap(x.Direct.Patch(ctx, lease, patch), "label", "lease", corev1.NamespaceNodeLease+"/node-b")
 		})
 	}
-	x.After(max(last, x.Schedule.LagEnd())+2*NodeGrace, "wait out node-b's grace period", func(context.Context) error { return nil })
+	x.After(deathDue(x.Schedule), "wait out node-b's grace period", func(context.Context) error { return nil })
 	return nil
+}
+
+// deathDue is, after the mark, when the controller must have marked node-b
+// Unknown at the latest: a grace period and two monitor periods after the
+// last moment it could have seen a renewal of node-b's Lease (node-b's
+// death, the end of the lag, or a restart's new process, which starts its
+// grace periods afresh).
+func deathDue(s fuzz.Schedule) time.Duration {
+	seen := max(NodeDies, s.LagEnd())
+	for _, st := range s.Steps {
+		if st.IsRestart() {
+			seen = max(seen, st.End()+fuzz.RestartBudget/2)
+		}
+	}
+	return seen + NodeGrace + 2*NodeMonitorPeriod
 }
 
 // readyOf is a node's Ready condition status, "" if it has none.
@@ -342,7 +353,9 @@ func liveNodeUnknown(ctx context.Context, x *fuzz.Exec, tr trace.Trace) error {
 	return nil
 }
 
-// deadNodeMissed: a node whose Lease stopped is Ready=Unknown at the end.
+// deadNodeMissed: a node whose Lease stopped is Ready=Unknown at the end. A
+// run judged before that was due (its settle budget ran out first) cannot
+// say: a harness error.
 func deadNodeMissed(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
 	s := x.Value.(*standIn)
 	s.mu.Lock()
@@ -357,6 +370,9 @@ func deadNodeMissed(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
 	}
 	if readyOf(&n) == corev1.ConditionUnknown {
 		return nil
+	}
+	if at, due := time.Since(x.Mark()), deathDue(x.Schedule); at < due {
+		return &fuzz.HarnessError{Err: fmt.Errorf("node node-b: judged at t%+.2fs, before its detection was due at t%+.2fs", at.Seconds(), due.Seconds())}
 	}
 	touched := ""
 	if x.Knob("die") == 2 {

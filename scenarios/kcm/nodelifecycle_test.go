@@ -9,9 +9,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
 	"github.com/stalefuzz/stalefuzz/scenarios/kcm"
 )
 
@@ -73,7 +76,7 @@ var _ = Describe("node lifecycle controller: Lease events held for longer than t
 })
 
 // The node lifecycle truth table is opt-in (STALEFUZZ_NODE_TRUTH_TABLE=FILE
-// writes it; `make truth-table-nodelifecycle`): each pattern 5 times with
+// writes it; `make truth-table-nodelifecycle`): each pattern 3 times with
 // the gate off and on.
 var _ = Describe("node lifecycle truth table", Label("truth-table"), func() {
 	It("runs every pattern with the gate off and on", func() {
@@ -81,7 +84,7 @@ var _ = Describe("node lifecycle truth table", Label("truth-table"), func() {
 		if out == "" {
 			Skip("set STALEFUZZ_NODE_TRUTH_TABLE=FILE to run the node lifecycle truth table (make truth-table-nodelifecycle)")
 		}
-		const runs = 5
+		const runs = 3
 		type pattern struct {
 			name string
 			st   fuzz.Step
@@ -106,7 +109,7 @@ var _ = Describe("node lifecycle truth table", Label("truth-table"), func() {
 			"|---|---|---|---|",
 		}
 		for _, p := range ps {
-			for die, what := range []string{"renews", "stops at t+0.5 s"} {
+			for die, what := range []string{"renews", "stops at t+0.2 s"} {
 				var s fuzz.Schedule
 				if p.st.Action == proxy.Delay && p.st.Delay == 0 && p.st.Resource == "" {
 					s = fuzz.Schedule{Knobs: map[string]int{"die": die}}
@@ -148,11 +151,33 @@ var _ = Describe("node lifecycle controller: a dead node's Lease written without
 		res := runNodes(false, touched)
 		Expect(res.Violations).To(BeEmpty(), res.Report())
 	})
-	It("with it on, is never marked: the live GET's resourceVersion differs from the last renewal's forever", func() {
-		res := runNodes(true, touched)
-		Expect(res.Violations).To(ContainElement(SatisfyAll(
-			HaveField("Oracle", "dead-node-missed"),
-			HaveField("Message", ContainSubstring("node node-b: stopped renewing")),
-		)), res.Report())
+	It("with it on, is never marked: the live GET's resourceVersion differs from the last renewal's, four grace periods on", func() {
+		// The gate-on scenario with one more check, which watches node-b
+		// for four more grace periods.
+		s := kcm.NodeLifecycle(true)
+		s.Name += "-long"
+		s.Checks = append(s.Checks, fuzz.Check{Name: "still-ready", Fn: func(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
+			for end := time.Now().Add(4 * kcm.NodeGrace); time.Now().Before(end); time.Sleep(kcm.NodeMonitorPeriod) {
+				var n corev1.Node
+				if err := x.Direct.Get(ctx, client.ObjectKey{Name: "node-b"}, &n); err != nil {
+					return &fuzz.HarnessError{Err: err}
+				}
+				for _, c := range n.Status.Conditions {
+					if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("node node-b: still Ready at t%+.2fs", time.Since(x.Mark()).Seconds())
+		}})
+		e, err := fuzz.NewEnv(s)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(e.Stop)
+		res, err := e.Run(context.Background(), touched, fuzz.Retries(3))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Violations).To(ContainElements(
+			SatisfyAll(HaveField("Oracle", "dead-node-missed"), HaveField("Message", ContainSubstring("node node-b: stopped renewing"))),
+			SatisfyAll(HaveField("Oracle", "still-ready"), HaveField("Message", ContainSubstring("node node-b: still Ready"))),
+		), res.Report())
 	})
 })
