@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +49,11 @@ const (
 // (pkg/controller/nodelifecycle/node_lifecycle_controller.go,
 // tryUpdateNodeHealth).
 const LeaseGate = "NodeControllerLeaseCircuitBreaker"
+
+// marker is a Lease in kube-node-lease of no node, which the node lifecycle
+// controller watches and never reads by itself: seeing its latest write tells
+// that the controller's Lease cache holds every write before it.
+const marker = "stalefuzz-marker"
 
 // Nodes are the nodes of every execution: node-a always renews its Lease,
 // node-b stops at NodeDies when knob "die" is 1 or 2; with 2, someone else
@@ -191,6 +193,9 @@ func startNodeLifecycle(ctx context.Context, x *fuzz.Exec, gate bool) error {
 		}
 		s.renewed[name] = []time.Time{time.Now()}
 	}
+	if err := x.Direct.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: marker}}); err != nil {
+		return wrap(err, "create", "lease", corev1.NamespaceNodeLease+"/"+marker)
+	}
 	x.Go("kubelet stand-in", func(ctx context.Context) error {
 		tick := time.NewTicker(LeaseRenewal)
 		defer tick.Stop()
@@ -222,37 +227,12 @@ func startNodeLifecycle(ctx context.Context, x *fuzz.Exec, gate bool) error {
 		}
 	})
 
-	kubeconfig, err := x.Kubeconfig(Client)
-	if err != nil {
-		return err
-	}
-	logFile, err := os.Create(filepath.Join(x.Dir(), "kube-controller-manager.log"))
-	if err != nil {
-		return fmt.Errorf("unable to create kube-controller-manager's log: %w", err)
-	}
-	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(Binary(),
-		"--kubeconfig="+kubeconfig,
-		"--controllers=node-lifecycle-controller",
-		"--leader-elect=false",
-		"--secure-port=0",
-		"--use-service-account-credentials=false",
+	return startControllerManager(ctx, x, "node-lifecycle-controller", []string{"leases", "nodes", "pods", "daemonsets"},
 		"--node-monitor-period="+NodeMonitorPeriod.String(),
 		"--node-monitor-grace-period="+NodeGrace.String(),
 		"--node-startup-grace-period="+NodeGrace.String(),
 		"--feature-gates="+LeaseGate+"="+strconv.FormatBool(gate),
-		"--v=2",
 	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := x.Command(Client, cmd); err != nil {
-		return err
-	}
-	for _, res := range []string{"leases", "nodes", "pods", "daemonsets"} {
-		if err := x.WaitForWatch(ctx, Client, res); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // driveNodeLifecycle stops node-b's renewals at NodeDies when knob "die" is
@@ -353,9 +333,13 @@ func liveNodeUnknown(ctx context.Context, x *fuzz.Exec, tr trace.Trace) error {
 	return nil
 }
 
-// deadNodeMissed: a node whose Lease stopped is Ready=Unknown at the end. A
-// run judged before that was due (its settle budget ran out first) cannot
-// say: a harness error.
+// deadNodeMissed: a node whose Lease stopped is Ready=Unknown a grace period
+// and three monitor periods after the controller's Lease cache holds every
+// write to Leases (after a relist, client-go's backoff can keep it stale
+// well past the fault's window, and the gate rightly waits for it): it
+// writes the marker Lease, waits until the controller has seen that write,
+// then gives it until then. A run whose cache does not catch up within the
+// execution's budget cannot be judged: a harness error.
 func deadNodeMissed(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
 	s := x.Value.(*standIn)
 	s.mu.Lock()
@@ -371,8 +355,27 @@ func deadNodeMissed(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
 	if readyOf(&n) == corev1.ConditionUnknown {
 		return nil
 	}
-	if at, due := time.Since(x.Mark()), deathDue(x.Schedule); at < due {
-		return &fuzz.HarnessError{Err: fmt.Errorf("node node-b: judged at t%+.2fs, before its detection was due at t%+.2fs", at.Seconds(), due.Seconds())}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: marker}}
+	stamp := client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(`{"metadata":{"labels":{"stalefuzz.dev/judged":"%d"}}}`, time.Now().UnixNano())))
+	if err := x.Direct.Patch(ctx, lease, stamp); err != nil {
+		return &fuzz.HarnessError{Err: wrap(err, "label", "lease", corev1.NamespaceNodeLease+"/"+marker)}
+	}
+	limit := x.Mark().Add(fuzz.Budget - fuzz.StopBudget - 2*NodeGrace)
+	wctx, cancel := context.WithDeadline(ctx, limit)
+	defer cancel()
+	obj := trace.Object{Group: coordinationv1.GroupName, Resource: "leases", Namespace: corev1.NamespaceNodeLease, Name: marker}
+	if err := x.WaitForVersion(wctx, Client, obj, lease.ResourceVersion); err != nil {
+		return &fuzz.HarnessError{Err: fmt.Errorf("node node-b: kube-controller-manager's Lease cache had not caught up by t%+.2fs, so its detection cannot be judged: %w", limit.Sub(x.Mark()).Seconds(), err)}
+	}
+	due := time.Now().Add(max(0, x.Mark().Add(deathDue(x.Schedule)).Sub(time.Now()), NodeGrace+3*NodeMonitorPeriod))
+	for time.Now().Before(due) {
+		time.Sleep(NodeMonitorPeriod)
+		if err := x.Direct.Get(ctx, client.ObjectKey{Name: "node-b"}, &n); err != nil {
+			return &fuzz.HarnessError{Err: wrap(err, "get", "node", "node-b")}
+		}
+		if readyOf(&n) == corev1.ConditionUnknown {
+			return nil
+		}
 	}
 	touched := ""
 	if x.Knob("die") == 2 {

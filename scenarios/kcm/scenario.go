@@ -213,6 +213,18 @@ func start(ctx context.Context, x *fuzz.Exec, c Controller, gate bool) error {
 		return err
 	}
 
+	synced := w.synced
+	if synced == nil {
+		synced = w.resources
+	}
+	return startControllerManager(ctx, x, c.flag(), synced, "--feature-gates="+c.Gate()+"="+strconv.FormatBool(gate))
+}
+
+// startControllerManager starts kube-controller-manager as Client, with only
+// the named controller and the given flags, no leader election, no serving
+// port and its log in the execution's directory, and waits until its
+// watches of the synced resources have synced.
+func startControllerManager(ctx context.Context, x *fuzz.Exec, controller string, synced []string, flags ...string) error {
 	kubeconfig, err := x.Kubeconfig(Client)
 	if err != nil {
 		return err
@@ -222,22 +234,18 @@ func start(ctx context.Context, x *fuzz.Exec, c Controller, gate bool) error {
 		return fmt.Errorf("unable to create kube-controller-manager's log: %w", err)
 	}
 	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(Binary(),
-		"--kubeconfig="+kubeconfig,
-		"--controllers="+c.flag(),
+	args := append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + controller,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
-		"--feature-gates="+c.Gate()+"="+strconv.FormatBool(gate),
 		"--v=2",
-	)
+	}, flags...)
+	cmd := exec.Command(Binary(), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := x.Command(Client, cmd); err != nil {
 		return err
-	}
-	synced := w.synced
-	if synced == nil {
-		synced = w.resources
 	}
 	for _, res := range synced {
 		if err := x.WaitForWatch(ctx, Client, res); err != nil {
