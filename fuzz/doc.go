@@ -64,6 +64,13 @@
 //
 // Main shares one control plane among a test binary's Envs.
 //
+// Before an Env starts its control plane, a controller-runtime global logger
+// (pkg/log.SetLogger) that no one set is set to discard, so that envtest's
+// use of it 30 s into a run does not print controller-runtime's
+// "log.SetLogger(...) was never called" stack; controller-runtime honours
+// only the first SetLogger, so a test that wants that log sets it before
+// NewEnv. What the controllers log is in Result.Logs either way.
+//
 // Controllers started with Exec.StartManager or Exec.Command are restartable
 // under the proxy client they run as (Exec.Restart): a manager is stopped and
 // started again with fresh caches, a process is SIGKILLed and executed again
