@@ -323,6 +323,8 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 // file, or nil. Its exit before the execution ends, other than by a restart,
 // is a harness error. A nil Stdout or Stderr is set to the execution's log
 // (Result.Logs), each line as name's; one the caller set is left as it is.
+// A zero WaitDelay is set to a second: how long the execution waits, once
+// the child is gone, for the output pipe a process it left behind holds.
 func (x *Exec) Command(name string, cmd *exec.Cmd) error {
 	if cmd.Stdout == nil {
 		cmd.Stdout = &lineWriter{log: &x.logs, client: name}
@@ -464,6 +466,12 @@ type process struct {
 
 func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
 	p := &process{name: name, cmd: cmd, exited: make(chan struct{})}
+	if cmd.WaitDelay == 0 {
+		// Output to a writer (the execution's log) is copied from a pipe,
+		// which a process that left the group could hold open: Wait then
+		// waits this long for it, no longer.
+		cmd.WaitDelay = time.Second
+	}
 	if err := x.env.reaper.Start(cmd); err != nil {
 		return nil, fmt.Errorf("unable to start %s: %w", name, err)
 	}
@@ -476,6 +484,11 @@ func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
 		defer close(p.exited)
 		err := cmd.Wait()
 		x.env.reaper.Forget(cmd.Process.Pid)
+		for _, w := range []io.Writer{cmd.Stdout, cmd.Stderr} {
+			if lw, ok := w.(*lineWriter); ok {
+				lw.flush() // a last line without its newline
+			}
+		}
 		if x.ctx.Err() == nil && !p.restarted.Load() {
 			x.fail(fmt.Errorf("%s exited during the execution: %v", name, err))
 		}

@@ -165,6 +165,16 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 }
 
+// flush keeps what is left of a line, if anything.
+func (w *lineWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.log.add(w.client, string(w.buf))
+		w.buf = nil
+	}
+}
+
 // managerLog is the log sink of a StartManager manager: it counts
 // controller-runtime's "Starting workers" messages (StartManager waits for
 // one), and keeps every line at V(0) and every error in the execution's

@@ -58,7 +58,7 @@ func TestControllersLogIsKeptRedactedAndSaved(t *testing.T) {
 			}
 			defer f.Close()
 			// stdout left to the execution's log, stderr the caller's.
-			cmd := exec.Command("/bin/sh", "-c", `echo "child says `+marker+`"; echo "child token `+jwt+`"; echo "child's own stderr" >&2; exec sleep 60`)
+			cmd := exec.Command("/bin/sh", "-c", `echo "child says `+marker+`"; echo "child token `+jwt+`"; echo "child's own stderr" >&2; printf "child unfinished"; exec sleep 60`)
 			cmd.Stderr = f
 			if err := x.Command("child", cmd); err != nil {
 				return err
@@ -113,6 +113,7 @@ func TestControllersLogIsKeptRedactedAndSaved(t *testing.T) {
 	log := text.String()
 	for _, want := range []string{
 		"child: child says " + marker,
+		"child: child unfinished",
 		"ctl: reconciling " + marker,
 		"ctl: ERROR Reconciler error",
 		"failing " + marker + " on purpose",
