@@ -64,6 +64,13 @@
 //
 // Main shares one control plane among a test binary's Envs.
 //
+// Before an Env starts its control plane, a controller-runtime global logger
+// (pkg/log.SetLogger) that no one set is set to discard, so that envtest's
+// use of it 30 s into a run does not print controller-runtime's
+// "log.SetLogger(...) was never called" stack; controller-runtime honours
+// only the first SetLogger, so a test that wants that log sets it before
+// NewEnv. What the controllers log is in Result.Logs either way.
+//
 // Controllers started with Exec.StartManager or Exec.Command are restartable
 // under the proxy client they run as (Exec.Restart): a manager is stopped and
 // started again with fresh caches, a process is SIGKILLed and executed again
@@ -101,13 +108,17 @@
 // object and field, a timeline, the blind-write audit of its writes (package
 // proxy/audit: each write's kind, lock and call site, and every blind write
 // over a change its writer had not seen), the trace as JSONL and a picture
-// next to it (package proxy/report: Result.WriteReport). A replayed corpus
-// entry of a KnownBug scenario writes both too when STALEFUZZ_FINDINGS is
-// set. Dry-run writes count for no oracle. What a client had seen of an
+// next to it (package proxy/report: Result.WriteReport), and the
+// controllers' log (Result.Logs: what StartManager's managers logged and
+// Command's children wrote to the output they were not given, the last
+// MaxLogLines lines of each client, every credential-shaped part replaced
+// as package proxy/redact replaces it in a trace) as name.log, 0600. A
+// replayed corpus entry of a KnownBug scenario writes them too when
+// STALEFUZZ_FINDINGS is set. Dry-run writes count for no oracle. What a client had seen of an
 // object is package trace's one definition (trace.Views), for the
 // lost-update oracle and the audit alike. A finding groups repeated
 // violations of one oracle on one object ("and 19 more like it"); its files
-// (trace, picture, corpus entry) never overwrite an earlier finding's: the
+// (trace, picture, log, corpus entry) never overwrite an earlier finding's: the
 // same name taken gets the next free one.
 //
 // A campaign (go test -fuzz) has a directory of its own, made by its

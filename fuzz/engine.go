@@ -292,6 +292,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 			retErr = errors.Join(retErr, harness("stopping namespace %s: %w", ns, err))
 		}
 		res.Phases.Stop = time.Since(stopping)
+		res.Logs = x.logs.logs() // the controllers are gone: their last lines are in
 		if err := e.proxy.SetRules(time.Now()); err != nil {
 			retErr = errors.Join(retErr, err)
 		}

@@ -60,6 +60,7 @@ type Exec struct {
 	started     map[string]trace.Cursor // where each client's latest start begins in the trace
 	restarts    []Restart
 	restarted   map[int]bool // restart steps done
+	logs        execLog      // what the controllers logged (Result.Logs)
 	restarting  int          // restarts under way
 	lagUntil    time.Time    // a restart's lagging apiserver catches up then
 	settled     bool
@@ -320,8 +321,17 @@ func (x *Exec) After(d time.Duration, name string, fn func(ctx context.Context) 
 // rewinds the input files to where they were for each restart; a Stdin that
 // is not an *os.File (a reader a first run would drain) is refused: give a
 // file, or nil. Its exit before the execution ends, other than by a restart,
-// is a harness error.
+// is a harness error. A nil Stdout or Stderr is set to the execution's log
+// (Result.Logs), each line as name's; one the caller set is left as it is.
+// A zero WaitDelay is set to a second: how long the execution waits, once
+// the child is gone, for the output pipe a process it left behind holds.
 func (x *Exec) Command(name string, cmd *exec.Cmd) error {
+	if cmd.Stdout == nil {
+		cmd.Stdout = &lineWriter{log: &x.logs, client: name}
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = &lineWriter{log: &x.logs, client: name}
+	}
 	sp, err := x.specOf(name, cmd)
 	if err != nil {
 		return err
@@ -456,6 +466,12 @@ type process struct {
 
 func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
 	p := &process{name: name, cmd: cmd, exited: make(chan struct{})}
+	if cmd.WaitDelay == 0 {
+		// Output to a writer (the execution's log) is copied from a pipe,
+		// which a process that left the group could hold open: Wait then
+		// waits this long for it, no longer.
+		cmd.WaitDelay = time.Second
+	}
 	if err := x.env.reaper.Start(cmd); err != nil {
 		return nil, fmt.Errorf("unable to start %s: %w", name, err)
 	}
@@ -468,6 +484,11 @@ func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
 		defer close(p.exited)
 		err := cmd.Wait()
 		x.env.reaper.Forget(cmd.Process.Pid)
+		for _, w := range []io.Writer{cmd.Stdout, cmd.Stderr} {
+			if lw, ok := w.(*lineWriter); ok {
+				lw.flush() // a last line without its newline
+			}
+		}
 		if x.ctx.Err() == nil && !p.restarted.Load() {
 			x.fail(fmt.Errorf("%s exited during the execution: %v", name, err))
 		}
@@ -553,6 +574,10 @@ func (x *Exec) stop(budget time.Duration) error {
 // (and every restart a fault asks for) up by 200 ms. What the controller
 // lists, watches, reads and writes is unchanged.
 //
+// What the manager and its controllers log (controller-runtime's lines, a
+// reconciler's errors, what a reconciler logs through its context's logger)
+// at V(0) is kept in the execution's log as clientName's (Result.Logs).
+//
 // Each of opts may change the manager's options before it is created (its
 // client's cache options, say: controller-runtime's
 // EnableReadYourWritesConsistency); a restart applies them again.
@@ -571,7 +596,7 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          false,
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
-		Logger:                  logr.New(started),
+		Logger:                  logr.New(&managerLog{starts: started, log: &x.logs, client: clientName}),
 		GracefulShutdownTimeout: ptr.To(RestartBudget / 2),
 	}
 	for _, o := range opts {
@@ -614,7 +639,8 @@ func (x *Exec) StartManager(ctx context.Context, clientName string, setup func(m
 }
 
 // workerStarts is a log sink that counts controller-runtime's "Starting
-// workers" messages and discards everything else.
+// workers" messages and discards everything else (managerLog tees it into
+// the execution's log).
 type workerStarts struct{ n *atomic.Int32 }
 
 func (w *workerStarts) Init(logr.RuntimeInfo)  {}

@@ -147,7 +147,7 @@ func Fuzz(f *testing.F, s Scenario) {
 			written := ""
 			if os.Getenv("STALEFUZZ_FINDINGS") != "" {
 				files := writeFinding(res, s.Name, input)
-				written = fmt.Sprintf("\ntrace: %s\npicture: %s", files.trace, files.picture)
+				written = fmt.Sprintf("\ntrace: %s\npicture: %s\ncontrollers' log: %s", files.trace, files.picture, files.logs)
 			}
 			t.Logf("reproduced the known bug (%s):\n%s%s", s.KnownBug, res.Report(), written)
 			return
@@ -170,8 +170,8 @@ func Fuzz(f *testing.F, s Scenario) {
 		if files.entryErr != nil {
 			keep = "(corpus entry not written: " + files.entryErr.Error() + ")"
 		}
-		t.Fatalf("%s\ninput: %x (from %s)\ntrace: %s\npicture: %s\nkeep it as a regression row: %s",
-			res.Report(), input, origin, files.trace, files.picture, keep)
+		t.Fatalf("%s\ninput: %x (from %s)\ntrace: %s\npicture: %s\ncontrollers' log: %s\nkeep it as a regression row: %s",
+			res.Report(), input, origin, files.trace, files.picture, files.logs, keep)
 	})
 }
 
@@ -233,13 +233,16 @@ func writeFinding(res *Result, scenario string, input []byte) findingFiles {
 	name, err := reserveFinding(dir, findingName(scenario, input))
 	if err != nil {
 		msg := "(not written: " + err.Error() + ")"
-		return findingFiles{trace: msg, picture: msg, entryErr: err}
+		return findingFiles{trace: msg, picture: msg, logs: msg, entryErr: err}
 	}
 	if out.trace, err = res.WriteTrace(dir, name); err != nil {
 		out.trace = "(not written: " + err.Error() + ")"
 	}
 	if out.picture, err = res.WriteReport(dir, name); err != nil {
 		out.picture = "(not written: " + err.Error() + ")"
+	}
+	if out.logs, err = res.WriteLogs(dir, name); err != nil {
+		out.logs = "(not written: " + err.Error() + ")"
 	}
 	out.entry, out.entryName, out.entryErr = writeCorpusEntry(dir, name, input)
 	return out
@@ -249,12 +252,13 @@ func writeFinding(res *Result, scenario string, input []byte) findingFiles {
 // written.
 type findingFiles struct {
 	trace, picture   string
+	logs             string // the controllers' log
 	entry, entryName string // the corpus entry, and the name go test gives it
 	entryErr         error
 }
 
 // findingSuffixes are the files of one finding.
-var findingSuffixes = []string{".jsonl", ".html", ".input"}
+var findingSuffixes = []string{".jsonl", ".html", ".input", ".log"}
 
 // reserveFinding returns base, or base-2, base-3, ...: the first name no
 // earlier finding in dir used (a campaign of the same scenario in another

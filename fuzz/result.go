@@ -34,6 +34,9 @@ type Result struct {
 	Restarts    []Restart
 	Trace       trace.Trace
 	Violations  []Violation
+	// Logs is what the controllers logged during the execution (Logs
+	// says which lines, how bounded and how redacted).
+	Logs Logs
 	// Phases is where the execution's time went.
 	Phases Phases
 	// SweepErr says what of the execution's namespace was not removed
@@ -131,6 +134,7 @@ func (r *Result) Report() string {
 	for _, l := range r.Timeline(60) {
 		b.WriteString("  " + l + "\n")
 	}
+	r.reportLogs(&b)
 	b.WriteString("writes (the blind-write audit of this execution):\n")
 	var tbl strings.Builder
 	_ = r.Audit().WriteTable(&tbl)
@@ -138,6 +142,28 @@ func (r *Result) Report() string {
 		b.WriteString("  " + l + "\n")
 	}
 	return b.String()
+}
+
+// reportLogs writes the last few lines each client logged (all of them are
+// in Logs and in the finding's .log file).
+func (r *Result) reportLogs(b *strings.Builder) {
+	clients := map[string]bool{}
+	for _, l := range r.Logs.Lines {
+		clients[l.Client] = true
+	}
+	if len(clients) == 0 {
+		return
+	}
+	b.WriteString("controllers' log (the last lines of each client; all in the .log file):\n")
+	for _, c := range slices.Sorted(maps.Keys(clients)) {
+		for _, l := range r.Logs.Last(c, 3) {
+			txt := l.Text
+			if len(txt) > 200 {
+				txt = txt[:200] + "..."
+			}
+			fmt.Fprintf(b, "  %+7.3f  %s: %s\n", l.At.Sub(r.Mark).Seconds(), c, txt)
+		}
+	}
 }
 
 // violationGroup is the first of the violations of one oracle on one
@@ -296,6 +322,12 @@ func (r *Result) WriteReport(dir, name string) (string, error) {
 // needed) and returns the file's path.
 func (r *Result) WriteTrace(dir, name string) (string, error) {
 	return writeFindingFile(dir, name+".jsonl", "trace", r.Trace.WriteJSONL)
+}
+
+// WriteLogs writes the controllers' log (Logs, already redacted) as
+// dir/name.log (dir created if needed) and returns the file's path.
+func (r *Result) WriteLogs(dir, name string) (string, error) {
+	return writeFindingFile(dir, name+".log", "controllers' log", func(w io.Writer) error { return r.Logs.WriteTo(w, r.Mark) })
 }
 
 // writeFindingFile creates dir (if needed, 0700) and dir/file (0600: a
