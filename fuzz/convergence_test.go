@@ -131,15 +131,7 @@ func TestConvergenceJudgesEachObject(t *testing.T) {
 				Drive:    driveWidgets,
 				Converge: &Convergence{GVK: widgetGVK, KStatus: tc.kstatus},
 			}
-			env, err := NewEnv(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := env.Stop(); err != nil {
-					t.Error(err)
-				}
-			})
+			env := testEnv(t, s)
 			res, err := env.Run(context.Background(), Schedule{})
 			if err != nil {
 				t.Fatal(err)

@@ -85,15 +85,7 @@ func TestCommandRestartsAsGiven(t *testing.T) {
 			return err
 		}}},
 	}
-	env, err := NewEnv(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	env := testEnv(t, s)
 	res, err := env.Run(context.Background(), Schedule{}, Within(6*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -89,15 +89,7 @@ func TestControllersLogIsKeptRedactedAndSaved(t *testing.T) {
 			})
 		}}},
 	}
-	env, err := NewEnv(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	env := testEnv(t, s)
 	res, err := env.Run(context.Background(), Schedule{}, Within(10*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -143,11 +143,7 @@ func TestCheckThatCannotJudgeIsAHarnessError(t *testing.T) {
 			return &HarnessError{Err: errors.New("the stand-in fell behind")}
 		}},
 	}}
-	env, err := NewEnv(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := testEnv(t, s)
 	res, err := env.Run(context.Background(), Schedule{})
 	if _, ok := errors.AsType[*HarnessError](err); !ok || !strings.Contains(err.Error(), "the stand-in fell behind") {
 		t.Fatalf("a run whose check cannot judge: got %v, want the check's harness error", err)

@@ -73,15 +73,7 @@ func TestFindingHoldsNoSecretAndIsPrivate(t *testing.T) {
 		}}},
 	}
 	forms = append(forms, planted+"2", base64.StdEncoding.EncodeToString([]byte(planted+"2")))
-	env, err := NewEnv(s)
-	if err != nil {
-		t.Fatalf("scenario %s: %v", s.Name, err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("scenario %s: %v", s.Name, err)
-		}
-	})
+	env := testEnv(t, s)
 	sched := Schedule{Knobs: map[string]int{}}
 	res, err := env.Run(context.Background(), sched, Retries(3))
 	if err != nil {

@@ -214,11 +214,7 @@ func TestScopesRestartOntoALaggingAPIServer(t *testing.T) {
 			return x.Direct.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-node-lease", Name: "node-r"}})
 		},
 	}
-	env, err := NewEnv(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := testEnv(t, s)
 	res, err := env.Run(context.Background(), Schedule{Steps: []Step{{
 		Client: "ctl", Resource: "leases", Action: proxy.Freeze, Length: time.Second, Lag: 300 * time.Millisecond,
 	}}})

@@ -29,11 +29,7 @@ func TestSweepRemovesWhatAnExecutionLeft(t *testing.T) {
 		}
 		return nil
 	}}
-	env, err := NewEnv(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := testEnv(t, s)
 	res, err := env.Run(context.Background(), Schedule{})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,21 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 
 func noop(context.Context, *Exec) error { return nil }
 
+// testEnv starts an Env for s, which the test stops when it ends.
+func testEnv(t *testing.T, s Scenario) *Env {
+	t.Helper()
+	env, err := NewEnv(s)
+	if err != nil {
+		t.Fatalf("scenario %s: %v", s.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("scenario %s: %v", s.Name, err)
+		}
+	})
+	return env
+}
+
 // valid is a scenario Validate accepts, for the cases below to break.
 func valid() Scenario {
 	return Scenario{
