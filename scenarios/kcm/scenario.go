@@ -222,18 +222,13 @@ func start(ctx context.Context, x *fuzz.Exec, c Controller, gate bool) error {
 
 // startControllerManager starts kube-controller-manager as Client, with only
 // the named controller and the given flags, no leader election, no serving
-// port and its log in the execution's directory, and waits until its
-// watches of the synced resources have synced.
+// port and its log in the execution's (Result.Logs, and a finding's .log
+// file), and waits until its watches of the synced resources have synced.
 func startControllerManager(ctx context.Context, x *fuzz.Exec, controller string, synced []string, flags ...string) error {
 	kubeconfig, err := x.Kubeconfig(Client)
 	if err != nil {
 		return err
 	}
-	logFile, err := os.Create(filepath.Join(x.Dir(), "kube-controller-manager.log"))
-	if err != nil {
-		return fmt.Errorf("unable to create kube-controller-manager's log: %w", err)
-	}
-	defer logFile.Close() // the child has its own descriptor
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--controllers=" + controller,
@@ -243,7 +238,6 @@ func startControllerManager(ctx context.Context, x *fuzz.Exec, controller string
 		"--v=2",
 	}, flags...)
 	cmd := exec.Command(Binary(), args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := x.Command(Client, cmd); err != nil {
 		return err
 	}
