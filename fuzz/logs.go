@@ -231,3 +231,9 @@ func (m *managerLog) line(level, msg string, err error, kv []any) string {
 	}
 	return b.String()
 }
+
+// Logf adds a line to the execution's log (Result.Logs) as source's: what
+// the scenario's own workload did, beside what the controllers logged.
+func (x *Exec) Logf(source, format string, args ...any) {
+	x.logs.add(source, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,41 @@
+// Package target declares a controller under test in a file, with no Go
+// code: the controllers (a command line in any language, or a Go main
+// package at a pinned version that Prepare builds and caches), their CRDs
+// (files, directories, or a path inside a Go module's zip), the knobs, the
+// workload (ordered steps: apply, patch, delete, wait), the fault scope and
+// the oracles. A Target is the same declaration as a Go value; Scenario
+// turns it into a fuzz.Scenario that the engine runs like a hand-written one.
+//
+// # Contract
+//
+// Load refuses a file with an error, before anything starts: a key that is
+// not a field (with the closest field's name), a value of the wrong kind, a
+// knob reference to an undeclared knob, a step with no action or two, a
+// resource scope that is not "cluster" or a namespace's name. Each error
+// names the file, its line and the field (*Error).
+//
+// Every execution runs each controller afresh as its own proxy client (a
+// replica i of controller c is client c-i; a single replica is client c),
+// with a kubeconfig that admits it to its listener only, given the way the
+// target says (an environment variable, KUBECONFIG by default, or a flag),
+// and the execution's namespace in NamespaceEnv when set. The workload's
+// objects are created in the execution's namespace (their own namespace, if
+// any, is replaced) through the engine's direct client, so that the
+// lost-update oracle knows what the workload wrote. Knob references,
+// ${name} in any string of a step, a controller's args or env, are replaced
+// by the value the fuzzer chose for that execution. A wait that times out
+// is written to the execution's log and the workload goes on with its next
+// step: a wait paces the workload, the oracles judge the controllers.
+//
+// Prepare builds every Go controller once ("go install module/path@version",
+// or, where the module's replace directives refuse that, "go build" inside
+// a copy of the downloaded module) into the binary cache and downloads
+// every module a CRD path names. Scenario only resolves those paths and
+// refuses one that Prepare has not made, naming the command that does.
+//
+// # Environment
+//
+// XDG_DATA_HOME (default ~/.local/share): binaries are cached under
+// $XDG_DATA_HOME/stalefuzz/bin. GOFLAGS, GOPROXY and the rest of the go
+// command's environment apply to Prepare's builds.
+package target

@@ -1,0 +1,12 @@
+// Package driver holds the fuzz target that `stalefuzz fuzz` and
+// `stalefuzz replay` build and run for a target file: FuzzTarget runs the
+// file named by STALEFUZZ_TARGET (target.Fuzz). A controller author's
+// repository needs no Go dependency on stalefuzz: the command compiles this
+// package's test binary from stalefuzz's own module, with Go's build cache,
+// and runs it in a directory of its own.
+//
+// # Environment
+//
+// STALEFUZZ_TARGET: the target file's path. Unset, FuzzTarget is skipped
+// (a plain go test ./... of stalefuzz runs nothing here).
+package driver

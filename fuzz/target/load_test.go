@@ -1,0 +1,83 @@
+package target_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
+)
+
+const good = `name: demo
+controllers:
+  - name: ctl
+    command: [python3, ctl.py]
+    env: {MODE: "${mode}"}
+    watches: [configmaps]
+knobs:
+  - name: mode
+    values: [a, b]
+  - name: edit
+    values: [0s, 500ms]
+workload:
+  - apply:
+      manifest: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: x}
+  - at: ${edit}
+    patch: {apiVersion: v1, kind: ConfigMap, name: x, patch: '{"data":{"a":"b"}}'}
+oracles:
+  lostUpdates: [data.a]
+`
+
+func TestParseGood(t *testing.T) {
+	tg, err := target.Parse("good.yaml", "/dir", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(tg.Clients(), ","); got != "ctl" {
+		t.Errorf("clients: got %q, want ctl", got)
+	}
+	if tg.Dir != "/dir" || tg.Workload[1].Patch.Name != "x" || tg.Workload[1].At != "${edit}" {
+		t.Errorf("parsed wrongly: %+v", tg)
+	}
+}
+
+// TestParseErrors: each mistake is refused with its line, its field and,
+// where there is one, a suggestion.
+func TestParseErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, old, new string
+		want           []string // substrings of the error
+	}{
+		{"typo in a field", "    command: [python3", "    comand: [python3", []string{"bad.yaml:4:", `field "comand" not known in Controller: did you mean "command"?`}},
+		{"undeclared knob", `"${mode}"`, `"${mood}"`, []string{"bad.yaml:5:", "controllers[0].env.MODE", "${mood} names no knob (declared: mode, edit)"}},
+		{"knob that is no duration", "  - at: ${edit}", "  - at: ${mode}", []string{"bad.yaml:18:", "workload[1].at", `knob "mode"'s value "a" makes "${mode}" no duration`}},
+		{"two actions", "  - at: ${edit}\n", "  - delete: {apiVersion: v1, kind: ConfigMap, name: x}\n    at: ${edit}\n", []string{"workload[1]", "want exactly one of apply, patch, delete and wait, got 2"}},
+		{"no command", "    command: [python3, ctl.py]\n", "", []string{"bad.yaml:3:", "controllers[0]", "want command (a command line) or go"}},
+		{"bad space", "oracles:", "faults: {space: chaos}\noracles:", []string{"bad.yaml:20:", "faults.space", "want lag, realistic or loss"}},
+		{"not YAML", "name: demo", "name: [demo", []string{"bad.yaml:", "not valid YAML"}},
+		{"wrong kind of value", "    watches: [configmaps]", "    watches: configmaps", []string{"bad.yaml:6:", "cannot unmarshal !!str `configmaps` into []string"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := strings.Replace(good, c.old, c.new, 1)
+			if src == good {
+				t.Fatalf("the case does not change the file: %q not found", c.old)
+			}
+			_, err := target.Parse("bad.yaml", "/dir", []byte(src))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", src)
+			}
+			var te *target.Error
+			if !errors.As(err, &te) {
+				t.Errorf("error %v is no *target.Error", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,263 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+)
+
+// Clients lists the proxy clients of the target's controllers, in order: a
+// controller's name, or name-0, name-1, ... for its replicas.
+func (t *Target) Clients() []string {
+	var out []string
+	for _, c := range t.Controllers {
+		out = append(out, c.clients()...)
+	}
+	return out
+}
+
+func (c Controller) clients() []string {
+	if c.Replicas <= 1 {
+		return []string{c.Name}
+	}
+	var out []string
+	for i := range c.Replicas {
+		out = append(out, c.Name+"-"+strconv.Itoa(i))
+	}
+	return out
+}
+
+// Scenario is the target as the engine runs it. It resolves the CRDs and the
+// controllers' binaries (which Prepare must have built) and reads the
+// workload's files; an error names the field and the fix.
+func (t *Target) Scenario() (fuzz.Scenario, error) {
+	if err := t.Validate(); err != nil {
+		return fuzz.Scenario{}, err
+	}
+	s := fuzz.Scenario{
+		Name:        t.Name,
+		Clients:     t.Clients(),
+		Resources:   t.resources(),
+		Objects:     t.Faults.Objects,
+		LostUpdates: t.Oracles.LostUpdates,
+		KnownBug:    t.Oracles.KnownBug,
+	}
+	if len(s.Resources) == 0 {
+		return s, fmt.Errorf("target %s: no resource to fault: list the resources under faults.resources, or each controller's watches", t.Name)
+	}
+	switch t.Faults.Space {
+	case "lag":
+		s.Space = fuzz.LagOnly
+	case "loss":
+		s.Space = fuzz.LagAndLoss
+	default:
+		s.Space, s.Bounds = fuzz.Realistic, realisticBounds
+	}
+	if len(t.Faults.Scopes) > 0 {
+		s.Scopes = map[string]string{}
+		for res, where := range t.Faults.Scopes {
+			if where == "cluster" {
+				where = fuzz.Cluster
+			}
+			s.Scopes[res] = where
+		}
+	}
+	for _, k := range t.Knobs {
+		s.Knobs = append(s.Knobs, fuzz.Knob{Name: k.Name, Values: len(k.Values)})
+	}
+	if t.Oracles.Quiet != "" {
+		s.Quiet, _ = parseDuration(t.Oracles.Quiet) // validated
+	}
+	if c := t.Oracles.Converge; c != nil {
+		gv, err := schema.ParseGroupVersion(c.APIVersion)
+		if err != nil {
+			return s, fmt.Errorf("target %s: oracles.converge.apiVersion %q: %w", t.Name, c.APIVersion, err)
+		}
+		s.Converge = &fuzz.Convergence{GVK: gv.WithKind(c.Kind), KStatus: true}
+	}
+	crds, err := t.crdPaths()
+	if err != nil {
+		return s, err
+	}
+	s.CRDPaths = crds
+	procs, err := t.processes()
+	if err != nil {
+		return s, err
+	}
+	steps, err := t.steps()
+	if err != nil {
+		return s, err
+	}
+	s.Start = func(ctx context.Context, x *fuzz.Exec) error { return t.start(ctx, x, procs) }
+	s.Drive = func(ctx context.Context, x *fuzz.Exec) error {
+		x.After(0, "workload", func(ctx context.Context) error { return runSteps(ctx, x, t.Knobs, steps) })
+		return nil
+	}
+	return s, nil
+}
+
+// realisticBounds fit the Realistic space's faults and what they set off
+// (a relist's backoff, a restart) in an execution's budget.
+var realisticBounds = fuzz.Bounds{MaxStart: time.Second, MaxLength: 2100 * time.Millisecond, MaxLagEnd: 2100 * time.Millisecond, MaxDelay: 300 * time.Millisecond}
+
+// resources are Faults.Resources, or every controller's Watches.
+func (t *Target) resources() []string {
+	if len(t.Faults.Resources) > 0 {
+		return t.Faults.Resources
+	}
+	var out []string
+	for _, c := range t.Controllers {
+		for _, r := range c.Watches {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+func (t *Target) path(p string) string {
+	if filepath.IsAbs(p) || t.Dir == "" {
+		return p
+	}
+	return filepath.Join(t.Dir, p)
+}
+
+// crdPaths resolves CRDs: files and directories against Dir, module paths
+// in the module cache.
+func (t *Target) crdPaths() ([]string, error) {
+	var out []string
+	for i, crd := range t.CRDs {
+		p := t.path(crd)
+		if mod, sub, ok := strings.Cut(crd, ":"); ok {
+			dir, err := moduleDir(context.Background(), mod)
+			if err != nil {
+				return nil, fmt.Errorf("target %s: crds[%d]: %w", t.Name, i, err)
+			}
+			p = filepath.Join(dir, sub)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("target %s: crds[%d] %q: %w", t.Name, i, crd, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// process is how to start one controller: its binary and what Start adds.
+type process struct {
+	c    Controller
+	path string
+}
+
+func (t *Target) processes() ([]process, error) {
+	var out []process
+	for i, c := range t.Controllers {
+		var path string
+		switch {
+		case c.Go != "":
+			path = BinaryPath(c.Go)
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("target %s: controllers[%d] %s: %s is not built yet (run 'stalefuzz prepare' on the target file, or 'stalefuzz fuzz', which prepares first): %w", t.Name, i, c.Name, c.Go, err)
+			}
+		case strings.Contains(c.Command[0], "/"):
+			path = t.path(c.Command[0])
+		default:
+			p, err := exec.LookPath(c.Command[0])
+			if err != nil {
+				return nil, fmt.Errorf("target %s: controllers[%d] %s: command %q: %w", t.Name, i, c.Name, c.Command[0], err)
+			}
+			path = p
+		}
+		out = append(out, process{c: c, path: path})
+	}
+	return out, nil
+}
+
+// start runs every controller replica as its own client and waits for the
+// watches it declares.
+func (t *Target) start(ctx context.Context, x *fuzz.Exec, procs []process) error {
+	for _, p := range procs {
+		for _, client := range p.c.clients() {
+			kubeconfig, err := x.Kubeconfig(client)
+			if err != nil {
+				return err
+			}
+			args := []string{p.path}
+			if len(p.c.Command) > 1 {
+				args = append(args, p.c.Command[1:]...)
+			}
+			for _, a := range p.c.Args {
+				args = append(args, substitute(x, t.Knobs, a))
+			}
+			env := os.Environ()
+			for k, v := range p.c.Env {
+				env = append(env, k+"="+substitute(x, t.Knobs, v))
+			}
+			switch {
+			case p.c.Kubeconfig.Flag != "":
+				args = append(args, p.c.Kubeconfig.Flag+"="+kubeconfig)
+			case p.c.Kubeconfig.Env != "":
+				env = append(env, p.c.Kubeconfig.Env+"="+kubeconfig)
+			default:
+				env = append(env, "KUBECONFIG="+kubeconfig)
+			}
+			if p.c.NamespaceEnv != "" {
+				env = append(env, p.c.NamespaceEnv+"="+x.Namespace)
+			}
+			cmd := &exec.Cmd{Path: p.path, Args: args, Env: env, Dir: t.Dir}
+			if err := x.Command(client, cmd); err != nil {
+				return fmt.Errorf("unable to start controller %s: %w", client, err)
+			}
+		}
+	}
+	for _, p := range procs {
+		for _, client := range p.c.clients() {
+			for _, res := range p.c.Watches {
+				if err := x.WaitForWatch(ctx, client, res); err != nil {
+					return fmt.Errorf("controller %s never synced its watch of %s: %w", client, res, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// substitute replaces each ${knob} in s by the value chosen for it.
+func substitute(x *fuzz.Exec, knobs []Knob, s string) string {
+	return knobRE.ReplaceAllStringFunc(s, func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		for _, k := range knobs {
+			if k.Name == name {
+				return k.Values[x.Knob(name)%len(k.Values)]
+			}
+		}
+		return ref // validated: unreachable
+	})
+}
+
+// errTimeout is wrapped by a wait step that timed out.
+var errTimeout = errors.New("timed out")
+
+// sleepUntil waits until t or ctx is done.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}

@@ -1,0 +1,185 @@
+package target
+
+import (
+	"time"
+)
+
+// Target is one controller under test, as a target file declares it. Its
+// YAML form uses the field names in the yaml tags; a Go user may build the
+// value directly.
+type Target struct {
+	// Name names the target in namespaces, findings and file names: lower
+	// case letters, digits and dashes. Required.
+	Name string `yaml:"name"`
+
+	// Dir is the directory relative paths are resolved against: the target
+	// file's own directory when loaded from a file. Zero: the working
+	// directory.
+	Dir string `yaml:"-"`
+
+	// Controllers are the processes under test. At least one.
+	Controllers []Controller `yaml:"controllers"`
+
+	// CRDs are CRD manifests: files, directories, or a path inside a Go
+	// module ("module@version:config/crd/bases"). Zero: none.
+	CRDs []string `yaml:"crds"`
+
+	// Knobs are the choices the fuzzer makes besides faults; steps,
+	// controllers' args and env refer to a knob's value as ${name}.
+	Knobs []Knob `yaml:"knobs"`
+
+	// Workload is the user's actions, in order. At least one.
+	Workload []Step `yaml:"workload"`
+
+	// Faults says where schedules act. Zero: lag only, on every resource the
+	// controllers watch in the namespace of the execution.
+	Faults Faults `yaml:"faults"`
+
+	// Oracles says how an execution is judged.
+	Oracles Oracles `yaml:"oracles"`
+}
+
+// Controller is one controller process: a command line, or a Go main
+// package that Prepare builds.
+type Controller struct {
+	// Name is the proxy client it runs as (with -0, -1, ... for replicas).
+	// Required.
+	Name string `yaml:"name"`
+
+	// Command is the command line: its first element a path (relative to
+	// the target's Dir when it contains a slash) or a name looked up in
+	// PATH. Exactly one of Command and Go.
+	Command []string `yaml:"command"`
+
+	// Go is a main package at a version, "module/path/cmd@v1.2.3", built by
+	// Prepare and cached. Args are appended to it.
+	Go string `yaml:"go"`
+
+	// Args are more arguments, after Command's or Go's binary.
+	Args []string `yaml:"args"`
+
+	// Env are environment variables set for it, besides this process's own
+	// environment.
+	Env map[string]string `yaml:"env"`
+
+	// Kubeconfig says how it gets its kubeconfig. Zero: the environment
+	// variable KUBECONFIG.
+	Kubeconfig Kubeconfig `yaml:"kubeconfig"`
+
+	// NamespaceEnv is an environment variable that receives the namespace
+	// of the execution (the one the controller should watch). Zero: none.
+	NamespaceEnv string `yaml:"namespaceEnv"`
+
+	// Replicas is how many copies run, each its own client. Zero: 1.
+	Replicas int `yaml:"replicas"`
+
+	// Watches are the resources (plural, "configmaps") whose watches must
+	// have synced before the workload starts. Zero: none is waited for.
+	Watches []string `yaml:"watches"`
+}
+
+// Kubeconfig is how a controller gets the path of its kubeconfig: in an
+// environment variable, or as a flag's value ("--kubeconfig" gives
+// "--kubeconfig=PATH"). At most one. Zero: Env KUBECONFIG.
+type Kubeconfig struct {
+	Env  string `yaml:"env"`
+	Flag string `yaml:"flag"`
+}
+
+// Knob is a choice among values, made by the fuzzer per execution.
+type Knob struct {
+	Name   string   `yaml:"name"`
+	Values []string `yaml:"values"`
+}
+
+// Step is one action of the workload. Exactly one of Apply, Patch, Delete
+// and Wait.
+type Step struct {
+	// At is when the step starts, after the mark (t=0 of the fault
+	// windows); a step never starts before the previous one ended. A
+	// duration ("500ms") or a knob reference ("${edit}"). Zero: right after
+	// the previous step.
+	At string `yaml:"at"`
+
+	Apply  *Apply  `yaml:"apply"`
+	Patch  *Patch  `yaml:"patch"`
+	Delete *Object `yaml:"delete"`
+	Wait   *Wait   `yaml:"wait"`
+}
+
+// Apply creates the objects of a manifest (YAML, one or more documents) in
+// the execution's namespace, or updates those that exist. Exactly one of
+// File and Manifest.
+type Apply struct {
+	File     string `yaml:"file"`
+	Manifest string `yaml:"manifest"`
+}
+
+// Object names one object in the execution's namespace (or a
+// cluster-scoped one).
+type Object struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Name       string `yaml:"name"`
+}
+
+// Patch changes one object as a user would.
+type Patch struct {
+	Object `yaml:",inline"`
+	// Type is "merge" (RFC 7386) or "json" (RFC 6902). Zero: merge.
+	Type string `yaml:"type"`
+	// Patch is the patch's body, JSON or YAML.
+	Patch string `yaml:"patch"`
+}
+
+// Wait waits until an object exists and, where JSONPath is set, until the
+// value at JSONPath equals Value. Zero Timeout: 5s.
+type Wait struct {
+	Object   `yaml:",inline"`
+	JSONPath string `yaml:"jsonPath"`
+	Value    string `yaml:"value"`
+	Timeout  string `yaml:"timeout"`
+}
+
+// Faults is the fault scope.
+type Faults struct {
+	// Space is "lag" (delay and hold), "realistic" (lag, broken watches,
+	// relists after 410, lists from a lagging apiserver, restarts between
+	// writes) or "loss" (lag and dropped events, which no real apiserver
+	// does). Zero: realistic.
+	Space string `yaml:"space"`
+	// Resources are the plural resources faults act on. Zero: every
+	// controller's Watches.
+	Resources []string `yaml:"resources"`
+	// Objects are names a fault may be scoped to. Zero: whole resources.
+	Objects []string `yaml:"objects"`
+	// Scopes maps a resource whose objects do not live in the execution's
+	// namespace to where they do: a namespace's name, or "cluster".
+	Scopes map[string]string `yaml:"scopes"`
+}
+
+// Oracles are the target's judges.
+type Oracles struct {
+	// Converge names the kind whose objects must reach kstatus Current
+	// once the faults are over. Zero: no convergence oracle.
+	Converge *Kind `yaml:"converge"`
+	// LostUpdates are dotted JSON paths ("data.desired", "spec.replicas")
+	// whose acknowledged values must never be replaced by a write whose
+	// writer had not seen them.
+	LostUpdates []string `yaml:"lostUpdates"`
+	// Quiet is how long nothing must be written for a run to count as
+	// settled. Zero: the engine's default.
+	Quiet string `yaml:"quiet"`
+	// KnownBug marks the target as a known-bad variant (fuzz.Scenario's
+	// KnownBug): each committed corpus entry must still find it.
+	KnownBug string `yaml:"knownBug"`
+}
+
+// Kind is an apiVersion and kind.
+type Kind struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+}
+
+// defaultWaitTimeout is Wait.Timeout's zero.
+const defaultWaitTimeout = 5 * time.Second

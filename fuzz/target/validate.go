@@ -1,0 +1,210 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+var (
+	labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	knobRE  = regexp.MustCompile(`\$\{([^}]*)\}`)
+)
+
+// Validate checks a Target built in Go; Load runs the same checks with the
+// file's lines.
+func (t *Target) Validate() error {
+	return t.validate(&positions{file: "target " + t.Name})
+}
+
+func (t *Target) validate(p *positions) error {
+	var errs []error
+	bad := func(err error, path ...any) { errs = append(errs, p.at(err, path...)) }
+	if !labelRE.MatchString(t.Name) || len(t.Name) > 30 {
+		bad(fmt.Errorf("want a name of at most 30 lower-case letters, digits and dashes (it names namespaces and findings), got %q", t.Name), "name")
+	}
+	knobs := map[string]Knob{}
+	for i, k := range t.Knobs {
+		switch {
+		case !labelRE.MatchString(k.Name):
+			bad(fmt.Errorf("want a knob name of lower-case letters, digits and dashes, got %q", k.Name), "knobs", i, "name")
+		case knobs[k.Name].Name != "":
+			bad(fmt.Errorf("knob %q declared twice", k.Name), "knobs", i, "name")
+		case len(k.Values) == 0 || len(k.Values) > 256:
+			bad(fmt.Errorf("knob %q: want 1 to 256 values, got %d", k.Name, len(k.Values)), "knobs", i, "values")
+		}
+		knobs[k.Name] = k
+	}
+	// refs checks the knob references in s; durations says that every value
+	// s can take must parse as a duration.
+	refs := func(s string, durations bool, path ...any) {
+		for _, m := range knobRE.FindAllStringSubmatch(s, -1) {
+			k, ok := knobs[m[1]]
+			if !ok {
+				bad(fmt.Errorf("${%s} names no knob (declared: %s): declare it under knobs", m[1], knobNames(t.Knobs)), path...)
+				continue
+			}
+			if durations {
+				for _, v := range k.Values {
+					if _, err := parseDuration(strings.ReplaceAll(s, m[0], v)); err != nil {
+						bad(fmt.Errorf("knob %q's value %q makes %q no duration: %w", k.Name, v, s, err), path...)
+					}
+				}
+			}
+		}
+		if durations && !knobRE.MatchString(s) {
+			if _, err := parseDuration(s); err != nil {
+				bad(err, path...)
+			}
+		}
+	}
+	if len(t.Controllers) == 0 {
+		bad(errors.New("want at least one controller: name and command (any language) or go (module/path/cmd@version)"), "controllers")
+	}
+	seen := map[string]bool{}
+	for i, c := range t.Controllers {
+		switch {
+		case !labelRE.MatchString(c.Name):
+			bad(fmt.Errorf("want a controller name of lower-case letters, digits and dashes (its proxy client's name), got %q", c.Name), "controllers", i, "name")
+		case seen[c.Name]:
+			bad(fmt.Errorf("controller %q declared twice", c.Name), "controllers", i, "name")
+		}
+		seen[c.Name] = true
+		switch {
+		case len(c.Command) == 0 && c.Go == "":
+			bad(errors.New("want command (a command line) or go (module/path/cmd@version)"), "controllers", i)
+		case len(c.Command) > 0 && c.Go != "":
+			bad(errors.New("both command and go: want one"), "controllers", i, "go")
+		case c.Go != "" && !validGo(c.Go):
+			bad(fmt.Errorf("want module/path/cmd@version, got %q", c.Go), "controllers", i, "go")
+		}
+		if c.Kubeconfig.Env != "" && c.Kubeconfig.Flag != "" {
+			bad(errors.New("both env and flag: want one"), "controllers", i, "kubeconfig")
+		}
+		if c.Kubeconfig.Flag != "" && !strings.HasPrefix(c.Kubeconfig.Flag, "-") {
+			bad(fmt.Errorf("want a flag such as --kubeconfig, got %q", c.Kubeconfig.Flag), "controllers", i, "kubeconfig", "flag")
+		}
+		if c.Replicas < 0 || c.Replicas > 4 {
+			bad(fmt.Errorf("want 0 to 4 replicas (0 means 1), got %d", c.Replicas), "controllers", i, "replicas")
+		}
+		for j, a := range c.Args {
+			refs(a, false, "controllers", i, "args", j)
+		}
+		for k, v := range c.Env {
+			refs(v, false, "controllers", i, "env", k)
+		}
+	}
+	for i, crd := range t.CRDs {
+		if mod, path, ok := strings.Cut(crd, ":"); ok && (!validGo(mod) || path == "") {
+			bad(fmt.Errorf("want a file, a directory or module@version:path, got %q", crd), "crds", i)
+		}
+	}
+	if len(t.Workload) == 0 {
+		bad(errors.New("want at least one step: apply, patch, delete or wait"), "workload")
+	}
+	for i, s := range t.Workload {
+		t.validateStep(s, func(err error, path ...any) { bad(err, append([]any{"workload", i}, path...)...) },
+			func(v string, d bool, path ...any) { refs(v, d, append([]any{"workload", i}, path...)...) })
+	}
+	switch t.Faults.Space {
+	case "", "lag", "realistic", "loss":
+	default:
+		bad(fmt.Errorf("want lag, realistic or loss, got %q", t.Faults.Space), "faults", "space")
+	}
+	for res, where := range t.Faults.Scopes {
+		if where != "cluster" && !labelRE.MatchString(where) {
+			bad(fmt.Errorf("resource %q: want \"cluster\" or a namespace's name, got %q", res, where), "faults", "scopes", res)
+		}
+	}
+	if c := t.Oracles.Converge; c != nil && (c.APIVersion == "" || c.Kind == "") {
+		bad(errors.New("want apiVersion and kind"), "oracles", "converge")
+	}
+	if q := t.Oracles.Quiet; q != "" {
+		if _, err := parseDuration(q); err != nil {
+			bad(err, "oracles", "quiet")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (t *Target) validateStep(s Step, bad func(error, ...any), refs func(string, bool, ...any)) {
+	n := 0
+	for _, set := range []bool{s.Apply != nil, s.Patch != nil, s.Delete != nil, s.Wait != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		bad(fmt.Errorf("want exactly one of apply, patch, delete and wait, got %d", n))
+		return
+	}
+	if s.At != "" {
+		refs(s.At, true, "at")
+	}
+	object := func(o Object, field string) {
+		if o.APIVersion == "" || o.Kind == "" || o.Name == "" {
+			bad(errors.New("want apiVersion, kind and name"), field)
+		}
+		refs(o.Name, false, field, "name")
+	}
+	switch {
+	case s.Apply != nil:
+		if (s.Apply.File == "") == (s.Apply.Manifest == "") {
+			bad(errors.New("want file or manifest"), "apply")
+		}
+		refs(s.Apply.Manifest, false, "apply", "manifest")
+	case s.Patch != nil:
+		object(s.Patch.Object, "patch")
+		if !slices.Contains([]string{"", "merge", "json"}, s.Patch.Type) {
+			bad(fmt.Errorf("want merge or json, got %q", s.Patch.Type), "patch", "type")
+		}
+		if s.Patch.Patch == "" {
+			bad(errors.New("want the patch's body"), "patch", "patch")
+		}
+		refs(s.Patch.Patch, false, "patch", "patch")
+	case s.Delete != nil:
+		object(*s.Delete, "delete")
+	case s.Wait != nil:
+		object(s.Wait.Object, "wait")
+		if s.Wait.Value != "" && s.Wait.JSONPath == "" {
+			bad(errors.New("value without jsonPath: say where the value is (jsonPath: '{.status.phase}')"), "wait", "value")
+		}
+		refs(s.Wait.Value, false, "wait", "value")
+		if s.Wait.Timeout != "" {
+			if d, err := parseDuration(s.Wait.Timeout); err != nil || d > 6*time.Second {
+				bad(fmt.Errorf("want a duration up to 6s (an execution lasts at most 8s), got %q", s.Wait.Timeout), "wait", "timeout")
+			}
+		}
+	}
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration such as 500ms or 2s, got %q", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("want a duration of zero or more, got %q", s)
+	}
+	return d, nil
+}
+
+// validGo says whether s looks like path@version.
+func validGo(s string) bool {
+	path, version, ok := strings.Cut(s, "@")
+	return ok && path != "" && version != "" && !strings.ContainsAny(s, " \t")
+}
+
+func knobNames(ks []Knob) string {
+	if len(ks) == 0 {
+		return "none"
+	}
+	var names []string
+	for _, k := range ks {
+		names = append(names, k.Name)
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,201 @@
+package target
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/jsonpath"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+)
+
+// step is a Step with its files read.
+type step struct {
+	Step
+	manifest string // Apply's, from its file or inline
+}
+
+func (t *Target) steps() ([]step, error) {
+	var out []step
+	for i, s := range t.Workload {
+		st := step{Step: s}
+		if a := s.Apply; a != nil {
+			st.manifest = a.Manifest
+			if a.File != "" {
+				b, err := os.ReadFile(t.path(a.File))
+				if err != nil {
+					return nil, fmt.Errorf("target %s: workload[%d].apply.file: %w", t.Name, i, err)
+				}
+				st.manifest = string(b)
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// runSteps performs the workload in order, each step at its time.
+func runSteps(ctx context.Context, x *fuzz.Exec, knobs []Knob, steps []step) error {
+	sub := func(s string) string { return substitute(x, knobs, s) }
+	for i, s := range steps {
+		if s.At != "" {
+			at, _ := parseDuration(sub(s.At)) // validated
+			if err := sleepUntil(ctx, x.Mark().Add(at)); err != nil {
+				return err
+			}
+		}
+		var err error
+		switch {
+		case s.Apply != nil:
+			err = apply(ctx, x, sub(s.manifest))
+		case s.Patch != nil:
+			err = patch(ctx, x, s.Patch, sub)
+		case s.Delete != nil:
+			u := object(*s.Delete, sub)
+			if err = namespaced(x, u); err == nil {
+				err = x.Direct.Delete(ctx, u)
+			}
+		case s.Wait != nil:
+			err = wait(ctx, x, s.Wait, sub)
+		}
+		if err != nil {
+			return fmt.Errorf("workload[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// object is o as an unstructured object with its knob references replaced.
+func object(o Object, sub func(string) string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(o.APIVersion)
+	u.SetKind(o.Kind)
+	u.SetName(sub(o.Name))
+	return u
+}
+
+// namespaced puts u in the execution's namespace if its kind is namespaced.
+func namespaced(x *fuzz.Exec, u *unstructured.Unstructured) error {
+	ns, err := x.Direct.IsObjectNamespaced(u)
+	if err != nil {
+		return fmt.Errorf("unable to map %s %s (is its CRD under crds?): %w", u.GetKind(), u.GetName(), err)
+	}
+	if ns {
+		u.SetNamespace(x.Namespace)
+	} else {
+		u.SetNamespace("")
+	}
+	return nil
+}
+
+// apply creates each object of manifest, or updates it where it exists.
+func apply(ctx context.Context, x *fuzz.Exec, manifest string) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("unable to decode the manifest: %w", err)
+		}
+		if len(u.Object) == 0 {
+			continue // an empty document
+		}
+		if err := namespaced(x, u); err != nil {
+			return err
+		}
+		err := x.Direct.Create(ctx, u)
+		if apierrors.IsAlreadyExists(err) {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(u.GroupVersionKind())
+			if err = x.Direct.Get(ctx, client.ObjectKeyFromObject(u), cur); err == nil {
+				u.SetResourceVersion(cur.GetResourceVersion())
+				err = x.Direct.Update(ctx, u)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("unable to apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+func patch(ctx context.Context, x *fuzz.Exec, p *Patch, sub func(string) string) error {
+	u := object(p.Object, sub)
+	if err := namespaced(x, u); err != nil {
+		return err
+	}
+	body, err := yaml.YAMLToJSON([]byte(sub(p.Patch)))
+	if err != nil {
+		return fmt.Errorf("unable to read the patch of %s %s as JSON or YAML: %w", u.GetKind(), u.GetName(), err)
+	}
+	pt := types.MergePatchType
+	if p.Type == "json" {
+		pt = types.JSONPatchType
+	}
+	if err := x.Direct.Patch(ctx, u, client.RawPatch(pt, body)); err != nil {
+		return fmt.Errorf("unable to patch %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// wait polls the object until it exists and the value at JSONPath is Value.
+func wait(ctx context.Context, x *fuzz.Exec, w *Wait, sub func(string) string) error {
+	u := object(w.Object, sub)
+	if err := namespaced(x, u); err != nil {
+		return err
+	}
+	timeout := defaultWaitTimeout
+	if w.Timeout != "" {
+		timeout, _ = parseDuration(w.Timeout) // validated
+	}
+	var jp *jsonpath.JSONPath
+	if w.JSONPath != "" {
+		jp = jsonpath.New("wait").AllowMissingKeys(true)
+		if err := jp.Parse(w.JSONPath); err != nil {
+			return fmt.Errorf("wait for %s %s: jsonPath %q: %w", u.GetKind(), u.GetName(), w.JSONPath, err)
+		}
+	}
+	want := sub(w.Value)
+	deadline := time.Now().Add(timeout)
+	last := "absent"
+	for {
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(u.GroupVersionKind())
+		err := x.Direct.Get(ctx, client.ObjectKeyFromObject(u), cur)
+		switch {
+		case err == nil && jp == nil:
+			return nil
+		case err == nil:
+			var b bytes.Buffer
+			if err := jp.Execute(&b, cur.Object); err != nil {
+				return fmt.Errorf("wait for %s %s: jsonPath %q: %w", u.GetKind(), u.GetName(), w.JSONPath, err)
+			}
+			if b.String() == want {
+				return nil
+			}
+			last = fmt.Sprintf("%q", b.String())
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("wait for %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		if time.Now().After(deadline) {
+			// A wait paces the workload; the oracles judge the controllers.
+			x.Logf("workload", "wait for %s %s %s = %q: %v after %v (last: %s); going on with the next step", u.GetKind(), u.GetName(), w.JSONPath, want, errTimeout, timeout, last)
+			return nil
+		}
+		if err := sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
+			return err
+		}
+	}
+}

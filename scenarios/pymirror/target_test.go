@@ -1,0 +1,101 @@
+package pymirror_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
+	"github.com/stalefuzz/stalefuzz/proxy"
+)
+
+// FuzzPyMirror searches faults a real cluster produces for the Python
+// controller, as `stalefuzz fuzz target.yaml` does.
+func FuzzPyMirror(f *testing.F) { target.Fuzz(f, "target.yaml") }
+
+// knob values of target.yaml.
+const (
+	optimistic, blind = 0, 1
+	edit100ms         = 0
+)
+
+// TestTargetFile runs the target file's controller against the real
+// apiserver: with no fault, neither write mode loses anything; with its
+// ConfigMap events delivered 300 ms late, the blind mode overwrites the
+// user's edit (the lost-update oracle names data.desired) and the
+// optimistic one does not.
+func TestTargetFile(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Fatalf("python3 is needed to run mirror.py: %v", err)
+	}
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tg.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := fuzz.NewEnv(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	// Every event 300 ms late: the ConfigMap's creation reaches the
+	// controller after the user's edit at t+0.1s, and the edit's own event
+	// only after the controller wrote.
+	late := []fuzz.Step{{Client: "mirror", Resource: "configmaps", Action: proxy.Delay, Delay: 300 * time.Millisecond, Start: 0, Length: 2 * time.Second}}
+	for _, c := range []struct {
+		name  string
+		mode  int
+		steps []fuzz.Step
+		lost  bool
+		// conflict: the controller's stale write met a real 409 Conflict.
+		conflict bool
+	}{
+		{"optimistic, no fault", optimistic, nil, false, false},
+		{"blind, no fault", blind, nil, false, false},
+		{"optimistic, events 300ms late", optimistic, late, false, true},
+		{"blind, events 300ms late", blind, late, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"mode": c.mode, "edit": edit100ms}, Steps: c.steps}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			var lost []string
+			for _, v := range res.Violations {
+				if strings.Contains(v.Message, "data.desired") {
+					lost = append(lost, v.Message)
+				}
+			}
+			if got := len(lost) > 0; got != c.lost {
+				var logs strings.Builder
+				_ = res.Logs.WriteTo(&logs, res.Mark)
+				t.Errorf("schedule %s: lost update of data.desired: got %v, want %v; violations: %v\n%s\ncontrollers' log:\n%s", sched, got, c.lost, res.Violations, res.Report(), logs.String())
+			}
+			conflicts := 0
+			for _, r := range res.Trace.Requests {
+				if r.Client == "mirror" && r.Code == 409 {
+					conflicts++
+				}
+			}
+			if got := conflicts > 0; got != c.conflict {
+				t.Errorf("schedule %s: the controller met a 409 Conflict: got %v (%d), want %v", sched, got, conflicts, c.conflict)
+			}
+			for _, v := range res.Violations {
+				if !strings.Contains(v.Message, "data.desired") {
+					t.Errorf("schedule %s: unexpected violation: %s: %s", sched, v.Oracle, v.Message)
+				}
+			}
+		})
+	}
+}
