@@ -19,7 +19,7 @@ func Example() {
 			NamespaceEnv: "RUNTIME_NAMESPACE",
 			Watches:      []string{"gitrepositories"},
 		}},
-		CRDs: []string{"github.com/fluxcd/source-controller@v1.9.3:config/crd/bases"},
+		CRDs:     []string{"github.com/fluxcd/source-controller@v1.9.3:config/crd/bases"},
 		Workload: []target.Step{{Apply: &target.Apply{File: "gitrepository.yaml"}}},
 		Oracles:  target.Oracles{Converge: &target.Kind{APIVersion: "source.toolkit.fluxcd.io/v1", Kind: "GitRepository"}},
 	}

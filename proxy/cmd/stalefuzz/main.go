@@ -20,9 +20,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	err := root.Execute()
 	var ue usageError
+	var ee exitError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ee):
+		if ee.status != exitFinding {
+			fmt.Fprintf(stderr, "stalefuzz: %v\n", err)
+		}
+		return ee.status
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "stalefuzz: %v\nRun '%s --help' for usage.\n", err, ue.cmd)
 		return 2
@@ -68,7 +74,7 @@ which 'stalefuzz report' draws and 'stalefuzz audit' audits for blind writes.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{cmd: cmd.CommandPath(), err: err}
 	})
-	root.AddCommand(newProxyCmd(), newReportCmd(), newAuditCmd())
+	root.AddCommand(newProxyCmd(), newReportCmd(), newAuditCmd(), newFuzzCmd(), newReplayCmd(), newPrepareCmd())
 	return root
 }
 

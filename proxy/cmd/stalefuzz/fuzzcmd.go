@@ -1,0 +1,445 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
+)
+
+// module is stalefuzz's module path; driverPkg is the package whose test
+// binary runs a target file (package fuzz/target/driver).
+const (
+	module    = "github.com/stalefuzz/stalefuzz"
+	driverPkg = "./fuzz/target/driver"
+	driverFn  = "FuzzTarget"
+)
+
+// Exit statuses of fuzz and replay.
+const (
+	exitClean   = 0 // no finding
+	exitFinding = 1 // a finding (fuzz), or the input reproduced one (replay)
+	exitHarness = 2 // a usage or harness error: nothing was judged
+)
+
+// exitError carries an exit status other than a usage error's.
+type exitError struct {
+	status int
+	err    error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+func newPrepareCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "prepare TARGET.yaml",
+		Short: "Check a target file and build what it needs (its Go controllers, the fuzz binary)",
+		Args:  exactArgs("TARGET.yaml"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, _, err := prepare(cmd.Context(), cmd.ErrOrStderr(), args[0], "")
+			return err
+		},
+	}
+}
+
+func newFuzzCmd() *cobra.Command {
+	var (
+		duration time.Duration
+		workers  int
+		findings string
+		junit    string
+	)
+	cmd := &cobra.Command{
+		Use:   "fuzz TARGET.yaml",
+		Short: "Run a fuzz campaign on the controllers a target file declares",
+		Long: `fuzz checks the target file (an error names its line and field), builds
+what it needs (its Go controllers and the coverage-instrumented fuzz binary,
+cached: minutes the first time, seconds after), then searches fault
+schedules for --time with --workers workers, each with its own control plane
+and proxy, from an empty corpus. A finding prints its report, the paths of
+its trace, picture, controllers' log and saved input, and the command that
+replays it. The exit status is 0 with no finding, 1 with a finding, 2 for a
+usage or harness error (nothing was judged).`,
+		Args: exactArgs("TARGET.yaml"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if workers < 1 {
+				return usagef(cmd, "--workers %d: want at least 1", workers)
+			}
+			if duration <= 0 {
+				return usagef(cmd, "--time %v: want a positive duration", duration)
+			}
+			return runCampaign(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), campaign{
+				file: args[0], duration: duration, workers: workers, findings: findings, junit: junit,
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&duration, "time", 5*time.Minute, "how long the campaign searches")
+	cmd.Flags().IntVar(&workers, "workers", 2, "parallel workers, each with its own control plane")
+	cmd.Flags().StringVar(&findings, "findings", "stalefuzz-findings", "directory for findings' traces, pictures, logs and inputs")
+	cmd.Flags().StringVar(&junit, "junit", "", "write the result as JUnit XML to this file")
+	return cmd
+}
+
+func newReplayCmd() *cobra.Command {
+	var (
+		count    int
+		findings string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay TARGET.yaml INPUT",
+		Short: "Replay a saved input (a finding's) against the target, --count times",
+		Long: `replay runs the schedule a saved input (a go test fuzz corpus file, as a
+finding keeps) decodes to, --count times, and says in how many runs an
+oracle was violated. The exit status is 1 when it was in any run, 0 when in
+none, 2 for a usage or harness error.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usagef(cmd, "replay takes two arguments, TARGET.yaml and INPUT; got %d", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 1 {
+				return usagef(cmd, "--count %d: want at least 1", count)
+			}
+			return replay(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], count, findings)
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 1, "how many times to run the input")
+	cmd.Flags().StringVar(&findings, "findings", "stalefuzz-findings", "directory for the replays' traces, pictures and logs")
+	return cmd
+}
+
+// prepare loads and prepares the target file and builds the fuzz binary
+// into dir (none when dir is empty). It returns the target file's absolute
+// path and the binary's.
+func prepare(ctx context.Context, progress io.Writer, file, dir string) (abs, bin string, err error) {
+	t, err := target.Load(file)
+	if err != nil {
+		return "", "", exitError{exitHarness, err}
+	}
+	if err := target.Prepare(ctx, t, progress); err != nil {
+		return "", "", exitError{exitHarness, err}
+	}
+	if _, err := t.Scenario(); err != nil {
+		return "", "", exitError{exitHarness, err}
+	}
+	if abs, err = filepath.Abs(file); err != nil {
+		return "", "", exitError{exitHarness, err}
+	}
+	src, err := source(ctx)
+	if err != nil {
+		return "", "", exitError{exitHarness, err}
+	}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "stalefuzz-prepare-"); err != nil {
+			return "", "", exitError{exitHarness, err}
+		}
+		defer os.RemoveAll(dir)
+	}
+	bin = filepath.Join(dir, "driver.test")
+	fmt.Fprintf(progress, "stalefuzz: compiling the coverage-instrumented fuzz binary from %s (minutes the first time, seconds once Go's build cache has it)\n", src)
+	start := time.Now()
+	build := exec.CommandContext(ctx, "go", "test", "-c", "-fuzz=^"+driverFn+"$", "-o", bin, driverPkg)
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", "", exitError{exitHarness, fmt.Errorf("unable to compile the fuzz binary in %s: %w\n%s", src, err, out)}
+	}
+	fmt.Fprintf(progress, "stalefuzz: built in %v; %s is ready\n", time.Since(start).Round(time.Second), file)
+	return abs, bin, nil
+}
+
+// source is the directory of stalefuzz's own module, which the fuzz binary
+// is built from: $STALEFUZZ_SRC; else the checkout the working directory is
+// in; else this binary's released version in the module cache.
+func source(ctx context.Context) (string, error) {
+	if src := os.Getenv("STALEFUZZ_SRC"); src != "" {
+		return src, nil
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module "+module+"\n") {
+				return dir, nil
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	version := "(unknown)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Path == module {
+		version = bi.Main.Version
+	}
+	if strings.HasPrefix(version, "v") && !strings.Contains(version, "+") {
+		cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
+		cmd.Dir = os.TempDir()
+		if out, err := cmd.Output(); err == nil {
+			if m := regexp.MustCompile(`"Dir": "([^"]+)"`).FindSubmatch(out); m != nil {
+				return string(m[1]), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("unable to find stalefuzz's source (this binary is version %s, which the module proxy does not serve): set STALEFUZZ_SRC to a checkout of %s", version, module)
+}
+
+// campaign is what stalefuzz fuzz was asked.
+type campaign struct {
+	file            string
+	duration        time.Duration
+	workers         int
+	findings, junit string
+}
+
+var (
+	keepRE     = regexp.MustCompile(`keep it as a regression row: .* cp (\S+) testdata/fuzz/`)
+	progressRE = regexp.MustCompile(`^fuzz: elapsed: ([0-9hms.]+), execs: [0-9]+ \([0-9]+/sec\)(.*)$`)
+	statsRE    = regexp.MustCompile(`: (\d+) executions`)
+)
+
+func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) error {
+	work, err := os.MkdirTemp("", "stalefuzz-fuzz-")
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	defer os.RemoveAll(work)
+	started := time.Now()
+	abs, bin, err := prepare(ctx, stderr, c.file, work)
+	if err != nil {
+		return err
+	}
+	findings, err := filepath.Abs(c.findings)
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	camp := filepath.Join(work, "campaign")
+	if err := os.Mkdir(camp, 0o700); err != nil {
+		return exitError{exitHarness, err}
+	}
+	fmt.Fprintf(stderr, "stalefuzz: fuzzing %s for %v with %d worker(s) from an empty corpus; findings go to %s\n", c.file, c.duration, c.workers, findings)
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+c.duration.String(),
+		"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp)
+	out, status, err := runBinary(cmd, stdout, func(line string) string {
+		if m := progressRE.FindStringSubmatch(line); m != nil {
+			return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
+		}
+		return line
+	})
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	execs, elapsed := executions(camp), time.Since(started).Round(time.Second)
+	fmt.Fprintf(stdout, "\nfigures: %d executions, %v wall clock in all (builds and control plane start included)\n", execs, elapsed)
+	for _, log := range []string{"harness-errors.log", "worker-errors.log"} {
+		if b, err := os.ReadFile(filepath.Join(camp, log)); err == nil && len(b) > 0 {
+			kept := filepath.Join(findings, time.Now().Format("20060102-150405")+"-"+log)
+			if os.MkdirAll(findings, 0o700) == nil && os.WriteFile(kept, b, 0o600) == nil {
+				fmt.Fprintf(stdout, "figures: %d lines of %s (not findings): %s\n", strings.Count(string(b), "\n"), strings.TrimSuffix(log, ".log"), kept)
+			}
+		}
+	}
+	var result error
+	verdict := "none"
+	switch m := keepRE.FindStringSubmatch(out); {
+	case m != nil:
+		verdict = "finding"
+		fmt.Fprintf(stdout, "result: FINDING after %v (report above). Replay it 20 times:\n  stalefuzz replay %s %s --count 20\n", elapsed, c.file, m[1])
+		result = exitError{exitFinding, errors.New("a finding")}
+	case status != 0:
+		verdict = "harness"
+		fmt.Fprintf(stdout, "result: HARNESS FAILURE after %v, not a finding (exit %d): the campaign could not run\n", elapsed, status)
+		result = exitError{exitHarness, fmt.Errorf("the campaign could not run (exit %d)", status)}
+	default:
+		fmt.Fprintf(stdout, "result: no finding in %v (%d executions)\n", c.duration, execs)
+	}
+	if c.junit != "" {
+		if err := writeJUnit(c.junit, c.file, verdict, out, elapsed); err != nil {
+			return exitError{exitHarness, err}
+		}
+	}
+	return result
+}
+
+// runBinary runs cmd, copying its combined output line by line to w (each
+// line through edit), and returns the output and exit status. An interrupt
+// stops it (its workers stop with it: they are its children, in its
+// process group).
+func runBinary(cmd *exec.Cmd, w io.Writer, edit func(string) string) (string, int, error) {
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Start(); err != nil {
+		return "", 0, fmt.Errorf("unable to run the fuzz binary: %w", err)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		if _, ok := <-sig; ok {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		}
+	}()
+	var all strings.Builder
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			all.WriteString(sc.Text() + "\n")
+			fmt.Fprintln(w, edit(sc.Text()))
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Wait()
+	pw.Close()
+	<-done
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return all.String(), ee.ExitCode(), nil
+	case err != nil:
+		return all.String(), 0, fmt.Errorf("the fuzz binary: %w", err)
+	}
+	return all.String(), 0, nil
+}
+
+// executions is the workers' own count of executions (their stats files
+// in the campaign directory), the corpus replay and minimization included.
+func executions(camp string) int {
+	n := 0
+	files, _ := filepath.Glob(filepath.Join(camp, "stats-*.log"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, m := range statsRE.FindAllStringSubmatch(string(b), -1) {
+			k, _ := strconv.Atoi(m[1])
+			n += k
+		}
+	}
+	return n
+}
+
+var runRE = regexp.MustCompile(`(?m)^\s*--- (FAIL|PASS): ` + driverFn + `/`)
+
+func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, count int, findings string) error {
+	b, err := os.ReadFile(input)
+	if err != nil {
+		return exitError{exitHarness, fmt.Errorf("unable to read input: %w", err)}
+	}
+	work, err := os.MkdirTemp("", "stalefuzz-replay-")
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	defer os.RemoveAll(work)
+	abs, bin, err := prepare(ctx, stderr, file, work)
+	if err != nil {
+		return err
+	}
+	corpus := filepath.Join(work, "testdata", "fuzz", driverFn)
+	if err := os.MkdirAll(corpus, 0o755); err != nil {
+		return exitError{exitHarness, err}
+	}
+	name := filepath.Base(input)
+	if err := os.WriteFile(filepath.Join(corpus, name), b, 0o644); err != nil {
+		return exitError{exitHarness, err}
+	}
+	if findings, err = filepath.Abs(findings); err != nil {
+		return exitError{exitHarness, err}
+	}
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^"+driverFn+"/"+regexp.QuoteMeta(name)+"$", "-test.v", "-test.count="+strconv.Itoa(count))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_NO_SEEDS=1")
+	out, _, err := runBinary(cmd, stdout, func(s string) string { return s })
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	// A violation fails the run; a known bug's reproduction passes it and
+	// says so.
+	violated, clean := 0, 0
+	for _, m := range runRE.FindAllStringSubmatch(out, -1) {
+		if m[1] == "FAIL" {
+			violated++
+		} else {
+			clean++
+		}
+	}
+	known := strings.Count(out, "reproduced the known bug")
+	if known > 0 {
+		violated, clean = known, violated+clean-known
+	}
+	harness := strings.Count(out, "stalefuzz harness error")
+	switch {
+	case violated+clean == 0:
+		return exitError{exitHarness, fmt.Errorf("the input ran no execution (output above)")}
+	case harness > 0 && violated == 0:
+		fmt.Fprintf(stdout, "result: %d of %d runs could not be judged (harness errors, not findings)\n", harness, count)
+		return exitError{exitHarness, errors.New("harness errors")}
+	}
+	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s\n", violated, violated+clean, input)
+	if violated > 0 {
+		return exitError{exitFinding, fmt.Errorf("reproduced %d/%d", violated, violated+clean)}
+	}
+	return nil
+}
+
+// junitSuite is the JUnit XML of one campaign: one test case, failed by a
+// finding, in error when the campaign could not run.
+type junitSuite struct {
+	XMLName  xml.Name `xml:"testsuite"`
+	Name     string   `xml:"name,attr"`
+	Tests    int      `xml:"tests,attr"`
+	Failures int      `xml:"failures,attr"`
+	Errors   int      `xml:"errors,attr"`
+	Time     float64  `xml:"time,attr"`
+	Case     struct {
+		Name    string      `xml:"name,attr"`
+		Failure *junitIssue `xml:"failure,omitempty"`
+		Error   *junitIssue `xml:"error,omitempty"`
+	} `xml:"testcase"`
+}
+
+type junitIssue struct {
+	Message string `xml:"message,attr"`
+	Body    string `xml:",chardata"`
+}
+
+func writeJUnit(path, file, verdict, out string, elapsed time.Duration) error {
+	s := junitSuite{Name: "stalefuzz", Tests: 1, Time: elapsed.Seconds()}
+	s.Case.Name = "fuzz " + file
+	switch verdict {
+	case "finding":
+		s.Failures = 1
+		s.Case.Failure = &junitIssue{Message: "stalefuzz found a violation", Body: out}
+	case "harness":
+		s.Errors = 1
+		s.Case.Error = &junitIssue{Message: "the campaign could not run (not a finding)", Body: out}
+	}
+	b, err := xml.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append([]byte(xml.Header), append(b, '\n')...), 0o644); err != nil {
+		return fmt.Errorf("unable to write JUnit XML: %w", err)
+	}
+	return nil
+}
