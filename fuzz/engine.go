@@ -73,6 +73,9 @@ type Env struct {
 	sweep  *sweeper // removes what each execution left in the apiserver
 	scheme *runtime.Scheme
 	refs   map[string]map[string]any // knob settings → reference final state
+	// countRefs are, per knob settings, the Count oracle's learned limits
+	// (countReference); nil when the reference runs were not clean.
+	countRefs map[string][]map[string]int
 	slack  time.Duration             // budget multiplier: 10 while warming up, else 1
 
 	fixture any
@@ -111,7 +114,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}}
+	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}, countRefs: map[string][]map[string]int{}}
 	if e.scheme == nil {
 		e.scheme = clientgoscheme.Scheme
 	}
@@ -220,6 +223,9 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 			}
 			e.differential(ctx, res)
 		}
+		if err == nil && len(e.s.Counts) > 0 {
+			e.countSafety(ctx, res)
+		}
 		return res, err
 	}
 	res, err := try()
@@ -306,6 +312,10 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		res.Elapsed = time.Since(start)
 	}()
 
+	counters, err := e.startCounts(xctx, x)
+	if err != nil {
+		return res, harness("%w", err)
+	}
 	sctx, scancel := context.WithTimeout(xctx, StartBudget*e.slack)
 	err = e.s.Start(sctx, x)
 	scancel()
@@ -371,6 +381,9 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		return res, harness("execution in %s overran its %v budget", ns, budget)
 	}
 	res.Trace = e.proxy.Trace().Since(trace.Cursor{})
+	for _, k := range counters {
+		res.counts = append(res.counts, k.peaks())
+	}
 	if err := e.check(ctx, x, res); err != nil {
 		return res, err
 	}

@@ -68,6 +68,17 @@ type Exec struct {
 	// directWrites are the workload's writes through Direct, for settling
 	// (inFlight).
 	directWrites []directWrite
+	// crashes are the controller processes that exited on their own
+	// (Scenario.Crash).
+	crashes []crash
+}
+
+// crash is a controller process that exited on its own during the
+// execution.
+type crash struct {
+	client string
+	at     time.Time
+	err    error
 }
 
 type directWrite struct {
@@ -199,6 +210,9 @@ func (x *Exec) WaitForWatch(ctx context.Context, clientName, resource string) er
 		if err := x.err(); err != nil {
 			return false, err // a controller already died
 		}
+		if c, ok := x.crashed(clientName); ok {
+			return false, harness("%s exited before its %s watch synced: %v", clientName, resource, c.err)
+		}
 		var tr trace.Trace
 		var released []trace.Event
 		released, rcur = x.env.proxy.Trace().NextReleased(rcur)
@@ -219,6 +233,19 @@ func (x *Exec) WaitForWatch(ctx context.Context, clientName, resource string) er
 		return fmt.Errorf("%s never synced its %s watch: %w", clientName, resource, err)
 	}
 	return nil
+}
+
+// crashed returns the crash of the named client's latest start, if it
+// exited on its own since then.
+func (x *Exec) crashed(clientName string) (crash, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, c := range slices.Backward(x.crashes) {
+		if c.client == clientName {
+			return c, true
+		}
+	}
+	return crash{}, false
 }
 
 // Restart stops the controller running as the named client and starts a
@@ -489,7 +516,13 @@ func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
 				lw.flush() // a last line without its newline
 			}
 		}
-		if x.ctx.Err() == nil && !p.restarted.Load() {
+		switch {
+		case x.ctx.Err() != nil || p.restarted.Load():
+		case x.env.s.Crash:
+			x.mu.Lock()
+			x.crashes = append(x.crashes, crash{client: name, at: time.Now(), err: err})
+			x.mu.Unlock()
+		default:
 			x.fail(fmt.Errorf("%s exited during the execution: %v", name, err))
 		}
 	}()

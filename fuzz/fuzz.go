@@ -103,7 +103,7 @@ func Fuzz(f *testing.F, s Scenario) {
 			f.Errorf("scenario %s: %v", s.Name, err)
 		}
 	})
-	if fuzzing && s.Differential != nil {
+	if fuzzing && (s.Differential != nil || len(s.Counts) > 0) {
 		env.prepareReferences(f)
 	}
 	var execs, harnessErrs int
@@ -302,8 +302,15 @@ func (e *Env) prepareReferences(f *testing.F) {
 		return
 	}
 	for _, c := range combos {
-		if _, ok := e.reference(context.Background(), c); !ok {
-			f.Logf("scenario %s: the no-lag reference run for %v was not clean: differential off for it", e.s.Name, c)
+		if e.s.Differential != nil {
+			if _, ok := e.reference(context.Background(), c); !ok {
+				f.Logf("scenario %s: the no-lag reference run for %v was not clean: differential off for it", e.s.Name, c)
+			}
+		}
+		if len(e.s.Counts) > 0 && slices.ContainsFunc(e.s.Counts, func(c Count) bool { return c.Max == 0 }) {
+			if _, ok := e.countReference(context.Background(), c); !ok {
+				f.Logf("scenario %s: the no-fault reference runs for %v were not clean: the count oracle does not judge it", e.s.Name, c)
+			}
 		}
 	}
 }

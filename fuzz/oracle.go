@@ -32,6 +32,9 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 			res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Subject: l.obj.String(), Message: l.msg, At: l.at})
 		}
 	}
+	if e.s.Crash {
+		crashes(x, res)
+	}
 	for _, c := range e.s.Checks {
 		err := c.Fn(ctx, x, res.Trace)
 		if h, ok := errors.AsType[*HarnessError](err); ok {
@@ -367,4 +370,36 @@ func (e *Env) snapshot(ctx context.Context, ns string, d *Differential) (map[str
 		out[o.GetName()] = obj
 	}
 	return out, nil
+}
+
+// crashes records the crash oracle's violations: each controller that
+// exited on its own, and each Go panic a controller logged.
+func crashes(x *Exec, res *Result) {
+	x.mu.Lock()
+	cs := slices.Clone(x.crashes)
+	x.mu.Unlock()
+	logs := x.logs.logs() // res.Logs is taken once the controllers stopped
+	last := func(client string) string {
+		var ls []string
+		for _, l := range logs.Lines {
+			if l.Client == client {
+				ls = append(ls, l.Text)
+			}
+		}
+		ls = ls[max(0, len(ls)-3):]
+		if len(ls) == 0 {
+			return "(it logged nothing)"
+		}
+		return "its last lines: " + strings.Join(ls, " | ")
+	}
+	for _, c := range cs {
+		res.Violations = append(res.Violations, Violation{Oracle: "crash", Subject: "controller " + c.client, At: c.at,
+			Message: fmt.Sprintf("controller %s exited on its own at t+%.2fs, outside any restart the schedule asked for (%v); %s", c.client, c.at.Sub(res.Mark).Seconds(), c.err, last(c.client))})
+	}
+	for _, l := range logs.Lines {
+		if strings.HasPrefix(l.Text, "panic: ") || strings.Contains(l.Text, "Observed a panic") {
+			res.Violations = append(res.Violations, Violation{Oracle: "crash", Subject: "controller " + l.Client, At: l.At,
+				Message: fmt.Sprintf("controller %s panicked at t+%.2fs: %s", l.Client, l.At.Sub(res.Mark).Seconds(), l.Text)})
+		}
+	}
 }

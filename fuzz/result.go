@@ -48,6 +48,9 @@ type Result struct {
 	// before the sweep.
 	final    map[string]any
 	finalErr error
+	// counts are, per Scenario.Counts, the most live objects per owner
+	// kind in this run (Count).
+	counts []map[string]countPeak
 }
 
 // Phases is where one execution's time went, in order: Start (a namespace

@@ -91,6 +91,21 @@ type Scenario struct {
 	// not seen them: the lost-update oracle. Zero: oracle off.
 	LostUpdates []string
 
+	// Counts are count-safety oracles: kinds whose live objects per
+	// controller owner must never outnumber what no-fault runs have. Zero:
+	// none.
+	Counts []Count
+
+	// Crash is the crash oracle: a controller process (Exec.Command) that
+	// exits on its own during the execution, outside a restart the schedule
+	// asked for, or a controller that logs a Go panic ("panic: " at the
+	// start of a line, or controller-runtime's "Observed a panic" of a
+	// panic it recovered), is a violation naming the client, its exit
+	// status and its last lines. One that exits before its watches synced
+	// is a harness error (a controller that cannot start is no finding).
+	// Zero: an exit is a harness error and a panic is not looked for.
+	Crash bool
+
 	// Differential, when set, compares each execution's final state with a
 	// no-lag reference run of the same knob settings.
 	Differential *Differential

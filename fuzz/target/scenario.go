@@ -52,6 +52,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		Objects:     t.Faults.Objects,
 		LostUpdates: t.Oracles.LostUpdates,
 		KnownBug:    t.Oracles.KnownBug,
+		Crash:       t.Oracles.Crash == nil || *t.Oracles.Crash,
 	}
 	if len(s.Resources) == 0 {
 		return s, fmt.Errorf("target %s: no resource to fault: list the resources under faults.resources, or each controller's watches", t.Name)
@@ -85,6 +86,13 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 			return s, fmt.Errorf("target %s: oracles.converge.apiVersion %q: %w", t.Name, c.APIVersion, err)
 		}
 		s.Converge = &fuzz.Convergence{GVK: gv.WithKind(c.Kind), KStatus: true}
+	}
+	for i, c := range t.Oracles.Count {
+		gv, err := schema.ParseGroupVersion(c.APIVersion)
+		if err != nil {
+			return s, fmt.Errorf("target %s: oracles.count[%d].apiVersion %q: %w", t.Name, i, c.APIVersion, err)
+		}
+		s.Counts = append(s.Counts, fuzz.Count{GVK: gv.WithKind(c.Kind.Kind), Max: c.Max})
 	}
 	crds, err := t.crdPaths()
 	if err != nil {

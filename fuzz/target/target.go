@@ -167,12 +167,29 @@ type Oracles struct {
 	// whose acknowledged values must never be replaced by a write whose
 	// writer had not seen them.
 	LostUpdates []string `yaml:"lostUpdates"`
+	// Count are count-safety oracles (fuzz.Count): per kind, at no instant
+	// more live objects per controller owner than Max, or, with Max zero,
+	// than the no-fault reference runs ever had.
+	Count []Count `yaml:"count"`
+	// Crash is the crash oracle (fuzz.Scenario's Crash): a controller
+	// that exits on its own outside a restart the schedule asked for, or
+	// logs a Go panic, is a finding. Zero (nil): on; false: an exit is a
+	// harness error.
+	Crash *bool `yaml:"crash"`
 	// Quiet is how long nothing must be written for a run to count as
 	// settled. Zero: the engine's default.
 	Quiet string `yaml:"quiet"`
 	// KnownBug marks the target as a known-bad variant (fuzz.Scenario's
 	// KnownBug): each committed corpus entry must still find it.
 	KnownBug string `yaml:"knownBug"`
+}
+
+// Count is one count-safety oracle.
+type Count struct {
+	Kind `yaml:",inline"`
+	// Max is the most live objects one owner may have at once. Zero:
+	// learned from the reference runs.
+	Max int `yaml:"max"`
 }
 
 // Kind is an apiVersion and kind.

@@ -122,6 +122,11 @@ func (t *Target) validate(p *positions) error {
 	if c := t.Oracles.Converge; c != nil && (c.APIVersion == "" || c.Kind == "") {
 		bad(errors.New("want apiVersion and kind"), "oracles", "converge")
 	}
+	for i, c := range t.Oracles.Count {
+		if c.APIVersion == "" || c.Kind.Kind == "" || c.Max < 0 {
+			bad(errors.New("want apiVersion, kind and a max of 0 (learned from the reference runs) or more"), "oracles", "count", i)
+		}
+	}
 	if q := t.Oracles.Quiet; q != "" {
 		if _, err := parseDuration(q); err != nil {
 			bad(err, "oracles", "quiet")

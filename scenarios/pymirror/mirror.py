@@ -12,6 +12,8 @@ means a relist. It writes with PUT of its cached copy:
   MODE=blind       drops metadata.resourceVersion (an unconditional update):
                    a stale copy overwrites whatever changed since, as a
                    client that "just updates" does.
+CRASH_ON, when set, makes it exit as a Go controller's panic would when
+data.desired equals it: the example of a crash for the crash oracle.
 Its kubeconfig ($KUBECONFIG) is read for the three fields it needs: server,
 certificate-authority-data and token.
 """
@@ -57,6 +59,9 @@ def reconcile(cache, name):
     if obj is None:
         return
     data = obj.get("data") or {}
+    if os.environ.get("CRASH_ON") and data.get("desired") == os.environ["CRASH_ON"]:
+        log(f"panic: desired value {data.get('desired')!r} of {name} is not supported")
+        sys.exit(2)
     if data.get("observed") == data.get("desired"):
         return
     new = json.loads(json.dumps(obj))

@@ -99,3 +99,53 @@ func TestTargetFile(t *testing.T) {
 		})
 	}
 }
+
+// TestCrash: a controller that exits on its own with a panic line is the
+// crash oracle's finding (on by default in a target file), naming the
+// controller and its last line; with the oracle off, the same run is a
+// harness error, never a finding.
+func TestCrash(t *testing.T) {
+	tg, err := target.Load("testdata/crash.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []bool{true, false} {
+		tg.Oracles.Crash = &on
+		s, err := tg.Scenario()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := fuzz.NewEnv(s)
+		if !on {
+			// Its warm-up run, without faults, already meets the exit.
+			if err == nil {
+				err = env.Stop()
+				t.Fatalf("crash oracle off: NewEnv accepted a controller that exits in every run")
+			}
+			if !strings.Contains(err.Error(), "stalefuzz harness error") || !strings.Contains(err.Error(), "mirror exited during the execution") {
+				t.Errorf("crash oracle off: got %v, want a harness error naming the exit", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := env.Run(context.Background(), fuzz.Schedule{})
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+		if err != nil {
+			t.Fatalf("crash oracle on: %v", err)
+		}
+		var msgs []string
+		for _, v := range res.Violations {
+			if v.Oracle == "crash" && v.Subject == "controller mirror" {
+				msgs = append(msgs, v.Message)
+			}
+		}
+		joined := strings.Join(msgs, "\n")
+		if !strings.Contains(joined, "exited on its own") || !strings.Contains(joined, "panic: desired value '2'") {
+			t.Errorf("crash oracle on: want the exit and the panic line of controller mirror, got violations %v", res.Violations)
+		}
+	}
+}

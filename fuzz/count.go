@@ -1,0 +1,215 @@
+package fuzz
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Count is the count-safety oracle for the objects of GVK in the
+// execution's namespace: at no instant of the run, as the apiserver's own
+// history shows it (every create, deletion and delete of the kind, watched
+// straight from the apiserver in resourceVersion order from the empty
+// namespace on), may more live objects (not being deleted) share one
+// controller owner than Max. A duplicate counts even if it is removed
+// later. Objects are grouped by their controller ownerReference, and owners
+// by kind: the limit is per owner of that kind.
+type Count struct {
+	GVK schema.GroupVersionKind
+	// Max is the most live objects one owner may have at once. Zero:
+	// learned, the most any owner of the same kind had in two no-fault
+	// reference runs of the same knob settings (runs whose schedules only
+	// delay nothing); a setting whose reference runs were not clean is not
+	// judged.
+	Max int
+}
+
+// countPeak is the most live objects of a kind one owner had at once in a
+// run, and where.
+type countPeak struct {
+	n     int
+	owner string    // "OwnerKind name"
+	names []string  // the live objects then
+	at    time.Time // when the watch delivered the event that reached it
+	rv    uint64
+}
+
+// counter records the history of one Count's kind in one execution.
+type counter struct {
+	c      Count
+	mu     sync.Mutex
+	events []countEvent
+	err    error
+}
+
+type countEvent struct {
+	at         time.Time
+	rv         uint64
+	typ        watch.EventType
+	uid, name  string
+	owner      string // "Kind name" of its controller owner; "(no owner)"
+	ownerKind  string
+	terminated bool // a deletionTimestamp is set
+}
+
+// startCounts opens one watch per Count in the execution's (still empty)
+// namespace, for the whole execution.
+func (e *Env) startCounts(ctx context.Context, x *Exec) ([]*counter, error) {
+	var out []*counter
+	for _, c := range e.s.Counts {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(c.GVK.GroupVersion().WithKind(c.GVK.Kind + "List"))
+		if err := e.direct.List(ctx, list, client.InNamespace(x.Namespace)); err != nil {
+			return nil, fmt.Errorf("count oracle: unable to list %s in %s: %w", c.GVK.Kind, x.Namespace, err)
+		}
+		k := &counter{c: c}
+		out = append(out, k)
+		from := list.GetResourceVersion()
+		x.Go("count history of "+c.GVK.Kind, func(ctx context.Context) error { return k.record(ctx, e.direct, x.Namespace, from) })
+	}
+	return out, nil
+}
+
+// record watches from rv until ctx ends, going on from where a watch the
+// server ended was.
+func (k *counter) record(ctx context.Context, c client.WithWatch, ns, rv string) error {
+	for ctx.Err() == nil {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(k.c.GVK.GroupVersion().WithKind(k.c.GVK.Kind + "List"))
+		w, err := c.Watch(ctx, list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("count oracle: unable to watch %s in %s: %w", k.c.GVK.Kind, ns, err)
+		}
+		stop := context.AfterFunc(ctx, w.Stop)
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if ev.Type == watch.Error || !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("count oracle: watch of %s in %s: %v", k.c.GVK.Kind, ns, ev.Object)
+			}
+			rv = u.GetResourceVersion()
+			n, _ := strconv.ParseUint(rv, 10, 64)
+			ce := countEvent{at: time.Now(), rv: n, typ: ev.Type, uid: string(u.GetUID()), name: u.GetName(),
+				owner: "(no owner)", terminated: u.GetDeletionTimestamp() != nil}
+			if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
+				ce.owner, ce.ownerKind = ref.Kind+" "+ref.Name, ref.Kind
+			}
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			k.mu.Lock()
+			k.events = append(k.events, ce)
+			k.mu.Unlock()
+		}
+		stop()
+	}
+	return nil
+}
+
+// peaks replays the history: per owner kind, the most live objects one
+// owner had at once.
+func (k *counter) peaks() map[string]countPeak {
+	k.mu.Lock()
+	evs := slices.Clone(k.events)
+	k.mu.Unlock()
+	slices.SortStableFunc(evs, func(a, b countEvent) int { return cmp.Compare(a.rv, b.rv) })
+	live := map[string]countEvent{} // by uid
+	out := map[string]countPeak{}
+	for _, ev := range evs {
+		if ev.typ == watch.Deleted || ev.terminated {
+			delete(live, ev.uid)
+		} else {
+			live[ev.uid] = ev
+		}
+		var names []string
+		for _, l := range live {
+			if l.owner == ev.owner {
+				names = append(names, l.name)
+			}
+		}
+		if p := out[ev.ownerKind]; len(names) > p.n {
+			slices.Sort(names)
+			out[ev.ownerKind] = countPeak{n: len(names), owner: ev.owner, names: names, at: ev.at, rv: ev.rv}
+		}
+	}
+	return out
+}
+
+// countSafety judges res against each Count's limit: Max, or what the
+// reference runs of its knob settings had.
+func (e *Env) countSafety(ctx context.Context, res *Result) {
+	for i, c := range e.s.Counts {
+		if i >= len(res.counts) {
+			return
+		}
+		limits := map[string]int{}
+		if c.Max == 0 {
+			ref, ok := e.countReference(ctx, res.Schedule.Knobs)
+			if !ok {
+				continue
+			}
+			limits = ref[i]
+		}
+		for _, ownerKind := range slices.Sorted(maps.Keys(res.counts[i])) {
+			p := res.counts[i][ownerKind]
+			limit, learned := c.Max, "Count.Max"
+			if c.Max == 0 {
+				var ok bool
+				if limit, ok = limits[ownerKind]; !ok {
+					continue // no reference owner of this kind: nothing learned
+				}
+				learned = "the no-fault reference runs"
+			}
+			if p.n <= limit {
+				continue
+			}
+			res.Violations = append(res.Violations, Violation{Oracle: "count", Subject: fmt.Sprintf("%s of %s", c.GVK.Kind, p.owner), At: p.at,
+				Message: fmt.Sprintf("%s (namespace %s) had %d live %ss at once at t+%.2fs (resourceVersion %d: %s); %s never had more than %d per %s",
+					p.owner, res.Namespace, p.n, c.GVK.Kind, p.at.Sub(res.Mark).Seconds(), p.rv, strings.Join(p.names, ", "), learned, limit, cmp.Or(ownerKind, "object without owner"))})
+		}
+	}
+}
+
+// countReference is, per Count, the most live objects per owner kind in two
+// no-fault runs of the knob settings; false when either was not clean.
+func (e *Env) countReference(ctx context.Context, knobs map[string]int) ([]map[string]int, bool) {
+	key := fmt.Sprint(knobs)
+	if ref, ok := e.countRefs[key]; ok {
+		return ref, ref != nil
+	}
+	e.countRefs[key] = nil
+	ref := make([]map[string]int, len(e.s.Counts))
+	for range 2 {
+		res, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
+		if err != nil || len(res.Violations) > 0 || len(res.counts) != len(ref) {
+			return nil, false
+		}
+		for i, peaks := range res.counts {
+			if ref[i] == nil {
+				ref[i] = map[string]int{}
+			}
+			for kind, p := range peaks {
+				ref[i][kind] = max(ref[i][kind], p.n)
+			}
+		}
+	}
+	e.countRefs[key] = ref
+	return ref, true
+}

@@ -1,0 +1,91 @@
+package fuzz
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stalefuzz/stalefuzz/proxy"
+)
+
+// TestCountLearnedFromReferenceRuns: a controller that gives each parent
+// ConfigMap one child (generated name) when its cache shows none creates a
+// second after a restart onto an apiserver that has not seen the first; the
+// count oracle, its limit learned from two no-fault runs (one child per
+// parent), names the parent and both children. Without the fault, nothing.
+func TestCountLearnedFromReferenceRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	s := Scenario{
+		Name:      "count",
+		Clients:   []string{"ctl"},
+		Resources: []string{"configmaps"},
+		Counts:    []Count{{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")}},
+		Start: func(ctx context.Context, x *Exec) error {
+			return x.StartManager(ctx, "ctl", func(mgr manager.Manager) error {
+				c := mgr.GetClient()
+				parents := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()["role"] == "parent" })
+				return builder.ControllerManagedBy(mgr).For(&corev1.ConfigMap{}, builder.WithPredicates(parents)).Named("children").
+					Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+						var parent corev1.ConfigMap
+						if err := c.Get(ctx, req.NamespacedName, &parent); err != nil {
+							return reconcile.Result{}, client.IgnoreNotFound(err)
+						}
+						var children corev1.ConfigMapList
+						if err := c.List(ctx, &children, client.InNamespace(req.Namespace), client.MatchingLabels{"parent": req.Name}); err != nil {
+							return reconcile.Result{}, err
+						}
+						if len(children.Items) > 0 {
+							return reconcile.Result{}, nil
+						}
+						child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, GenerateName: req.Name + "-", Labels: map[string]string{"parent": req.Name}}}
+						if err := controllerutil.SetControllerReference(&parent, child, c.Scheme()); err != nil {
+							return reconcile.Result{}, err
+						}
+						return reconcile.Result{}, c.Create(ctx, child)
+					}))
+			})
+		},
+		Drive: func(ctx context.Context, x *Exec) error {
+			return x.Direct.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: x.Namespace, Name: "p", Labels: map[string]string{"role": "parent"}}})
+		},
+	}
+	env := testEnv(t, s)
+	restart := Schedule{Steps: []Step{{Client: "ctl", Resource: "configmaps", Verbs: []string{"create"}, Action: proxy.Freeze, Length: time.Second, Lag: 400 * time.Millisecond}}}
+	for _, c := range []struct {
+		sched Schedule
+		want  bool
+	}{{Schedule{}, false}, {restart, true}} {
+		res, err := env.Run(context.Background(), c.sched, Retries(3))
+		if err != nil {
+			t.Fatalf("schedule %s: %v", c.sched, err)
+		}
+		var got []string
+		for _, v := range res.Violations {
+			if v.Oracle == "count" {
+				got = append(got, v.Subject+": "+v.Message)
+			}
+		}
+		if (len(got) > 0) != c.want {
+			t.Errorf("schedule %s: count violations %q, want some: %v\n%s", c.sched, got, c.want, res.Report())
+			continue
+		}
+		if c.want && (!strings.Contains(got[0], "ConfigMap of ConfigMap p") || !strings.Contains(got[0], "had 2 live ConfigMaps at once") || !strings.Contains(got[0], "never had more than 1")) {
+			t.Errorf("schedule %s: count violation %q does not name the parent, the two children and the learned limit", c.sched, got[0])
+		}
+	}
+	if got := len(env.countRefs); got != 1 {
+		t.Errorf("reference settings learned: %d, want 1 (the one knob setting, run twice once)", got)
+	}
+}
