@@ -76,7 +76,7 @@ type Env struct {
 	// countRefs are, per knob settings, the Count oracle's learned limits
 	// (countReference); nil when the reference runs were not clean.
 	countRefs map[string][]map[string]int
-	slack  time.Duration             // budget multiplier: 10 while warming up, else 1
+	slack     time.Duration // budget multiplier: 10 while warming up, else 1
 
 	fixture any
 	cleanup func() error
