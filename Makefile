@@ -37,7 +37,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle
+.PHONY: false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -89,3 +89,11 @@ truth-table-nodelifecycle: assets ## the node lifecycle controller's truth table
 
 truth-table-kcm: assets ## the kube-controller-manager truth table (each pattern with the gate off and on) into scenarios/kcm/truth-table.md
 	STALEFUZZ_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/truth-table.md $(GO) test -count=1 -run=TestKCM -v ./scenarios/kcm/ -ginkgo.label-filter=truth-table
+
+TARGET ?= scenarios/pymirror/target.yaml
+fuzz-target: assets ## a campaign (FUZZTIME) on a target file (TARGET, default the Python example scenarios/pymirror/target.yaml) with the stalefuzz command, as a controller author runs it
+	$(GO) run ./proxy/cmd/stalefuzz fuzz $(TARGET) --time $(FUZZTIME)
+
+FALSE_ALARMS ?= 200
+false-alarms-targets: assets ## per target file, FALSE_ALARMS (default 200) executions whose events are only delayed as much as the reference runs showed: every violation is a false alarm; prints the count per oracle
+	STALEFUZZ_FALSE_ALARMS=$(FALSE_ALARMS) $(GO) test -count=1 -run='^TestFalseAlarms$$' -v -timeout=2h ./scenarios/pymirror/ | grep -E 'false alarms|^(ok|FAIL|---)'

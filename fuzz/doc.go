@@ -153,6 +153,8 @@
 //   - STALEFUZZ_NO_SEEDS: when set, Fuzz adds no Scenario.Seeds, no
 //     no-lag seeds and no reference-run seeds (Realistic, AnchoredLoss), so that a
 //     campaign measures what the mutator finds on its own.
+//   - STALEFUZZ_SHARD: "K/N", while fuzzing only the Kth of N disjoint
+//     shares of the seeds (Shard).
 //   - STALEFUZZ_FINDINGS: directory for findings' traces, pictures and
 //     corpus entries. Default: $TMPDIR/stalefuzz-findings. When set, a
 //     replayed KnownBug corpus entry writes its trace and picture there too.

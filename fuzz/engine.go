@@ -289,7 +289,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 
 	xctx, xcancel := context.WithCancel(ctx)
 	x := &Exec{Namespace: ns, Schedule: sched, env: e, dir: dir, ctx: xctx}
-	x.Direct = recordingClient(e.direct, x.wroteDirect)
+	x.Direct = recordingClient(e.direct, e.s.LostUpdates, x.wroteDirect)
 	res = &Result{Scenario: e.s.Name, Namespace: ns, Schedule: sched}
 	defer func() {
 		xcancel()

@@ -84,11 +84,15 @@ type crash struct {
 type directWrite struct {
 	obj trace.Object
 	rv  uint64
+	// fields are the written object's values at Scenario.LostUpdates'
+	// paths, as the trace records a controller's (proxy.FieldValues).
+	fields map[string]string
+	at     time.Time // when it was answered
 }
 
-func (x *Exec) wroteDirect(obj trace.Object, rv uint64) {
+func (x *Exec) wroteDirect(obj trace.Object, rv uint64, fields map[string]string) {
 	x.mu.Lock()
-	x.directWrites = append(x.directWrites, directWrite{obj, rv})
+	x.directWrites = append(x.directWrites, directWrite{obj, rv, fields, time.Now()})
 	x.mu.Unlock()
 }
 

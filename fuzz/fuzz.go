@@ -53,6 +53,13 @@ func Fuzz(f *testing.F, s Scenario) {
 	if err := s.Validate(); err != nil {
 		f.Fatal(err)
 	}
+	shard, err := shardFromEnv()
+	if err != nil {
+		f.Fatal(err)
+	}
+	if flagValue("test.fuzz") == "" {
+		shard = Shard{0, 1} // a regression run replays everything
+	}
 	// The coordinator of go test -fuzz owns the corpus: it must get the
 	// seeds too (test.fuzz is set in it and in its workers).
 	seeds := 0
@@ -60,6 +67,9 @@ func Fuzz(f *testing.F, s Scenario) {
 	if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && (flagValue("test.fuzz") != "" || !s.SeedsOnlyFuzzing) {
 		for i, seed := range s.Seeds {
 			b := s.Encode(seed)
+			if !shard.Keeps(b) {
+				continue
+			}
 			f.Add(b)
 			origins[string(b)] = fmt.Sprintf("the scenario's seed %d", i)
 			seeds++
@@ -82,10 +92,12 @@ func Fuzz(f *testing.F, s Scenario) {
 			// The coordinator owns the corpus: seeds from reference runs
 			// are added here, before fuzzing starts.
 			if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && s.Space.anchored() {
-				addReferenceSeeds(f, s)
+				addReferenceSeeds(f, s, shard)
 			}
 			for _, b := range noLag {
-				f.Add(b)
+				if shard.Keeps(b) {
+					f.Add(b)
+				}
 			}
 		}, func() { f.Fuzz(func(*testing.T, []byte) {}) })
 		return
@@ -194,7 +206,7 @@ func noLagSeeds(s Scenario, origins map[string]string) [][]byte {
 // the coordinator's own, stopped before fuzzing begins, and adds the seeds
 // derived from them (referenceSeeds). It says on stderr what it is doing: it
 // takes seconds before the first execution.
-func addReferenceSeeds(f *testing.F, s Scenario) {
+func addReferenceSeeds(f *testing.F, s Scenario, shard Shard) {
 	began := time.Now()
 	fmt.Fprintf(os.Stderr, "stalefuzz: %s: reference runs without lag, to derive seeds (a control plane of their own, then the campaign)\n", s.Name)
 	env, err := newEnv(s, false)
@@ -213,6 +225,9 @@ func addReferenceSeeds(f *testing.F, s Scenario) {
 	var inputs [][]byte
 	for _, seed := range seeds {
 		b := s.Encode(seed)
+		if !shard.Keeps(b) {
+			continue
+		}
 		f.Add(b)
 		inputs = append(inputs, b)
 	}

@@ -4,10 +4,14 @@ import (
 	"context"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/redact"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -105,7 +109,7 @@ func watches(scopes []trace.Object, obj trace.Object) bool {
 // recordingClient is c with every create, update and patch (of the object
 // or a subresource) that stored a resourceVersion reported to wrote, with
 // the object it wrote.
-func recordingClient(c client.WithWatch, wrote func(trace.Object, uint64)) client.WithWatch {
+func recordingClient(c client.WithWatch, paths []string, wrote func(trace.Object, uint64, map[string]string)) client.WithWatch {
 	record := func(obj client.Object, err error) error {
 		if err != nil {
 			return err
@@ -122,7 +126,18 @@ func recordingClient(c client.WithWatch, wrote func(trace.Object, uint64)) clien
 		if merr != nil {
 			return nil
 		}
-		wrote(objectOf(m.Resource, obj), rv)
+		var fields map[string]string
+		if len(paths) > 0 {
+			u, ok := obj.(*unstructured.Unstructured)
+			content := map[string]any(nil)
+			if ok {
+				content = u.Object
+			} else if conv, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err == nil {
+				content = conv
+			}
+			fields = proxy.FieldValues(content, redact.Resource{Group: m.Resource.Group, Resource: m.Resource.Resource}, paths)
+		}
+		wrote(objectOf(m.Resource, obj), rv, fields)
 		return nil
 	}
 	return interceptor.NewClient(c, interceptor.Funcs{

@@ -27,8 +27,11 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 			return err
 		}
 	}
+	x.mu.Lock()
+	direct := slices.Clone(x.directWrites)
+	x.mu.Unlock()
 	for _, path := range e.s.LostUpdates {
-		for _, l := range lostUpdates(res.Trace, path) {
+		for _, l := range lostUpdates(res.Trace, path, direct...) {
 			res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Subject: l.obj.String(), Message: l.msg, At: l.at})
 		}
 	}
@@ -274,19 +277,32 @@ func conditionStatus(o *unstructured.Unstructured, t string) string {
 // writer saw acknowledged, overwritten by a write based on a stale view.
 //
 // A client's view of an object is what package trace defines it to be
-// (trace.Views), the definition the blind-write audit uses too.
-func lostUpdates(tr trace.Trace, path string) []lost {
+// (trace.Views), the definition the blind-write audit uses too. The
+// workload's own writes (direct, through Exec.Direct, which the trace does
+// not see) are acknowledged values too: a controller that overwrites the
+// user's edit from a view that predates it loses an update as surely as one
+// that overwrites another controller's.
+func lostUpdates(tr trace.Trace, path string, direct ...directWrite) []lost {
 	type ack struct {
 		r  trace.Request
 		rv uint64
 		v  string
+		// user: a write of the workload's (Exec.Direct): a value
+		// acknowledged to the user, which a controller must not lose; the
+		// user's own writes are never judged.
+		user bool
 	}
 	var writes []ack
+	for _, d := range direct {
+		if v, ok := d.fields[path]; ok {
+			writes = append(writes, ack{r: trace.Request{Client: "the workload", APIGroup: d.obj.Group, Resource: d.obj.Resource, Namespace: d.obj.Namespace, Name: d.obj.Name, Start: d.at}, rv: d.rv, v: v, user: true})
+		}
+	}
 	for _, r := range tr.Requests {
 		v, ok := r.Fields[path]
 		rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64)
 		if ok && err == nil && r.IsWrite() && !r.DryRun && r.Code/100 == 2 {
-			writes = append(writes, ack{r, rv, v})
+			writes = append(writes, ack{r: r, rv: rv, v: v})
 		}
 	}
 	slices.SortFunc(writes, func(a, b ack) int { return cmp.Compare(a.rv, b.rv) })
@@ -297,7 +313,7 @@ func lostUpdates(tr trace.Trace, path string) []lost {
 		obj := w.r.Object()
 		prev, seen := latest[obj]
 		latest[obj] = w
-		if !seen || prev.v == w.v {
+		if !seen || prev.v == w.v || w.user {
 			continue
 		}
 		view := views.Seen(w.r.Client, obj, w.r.Start)

@@ -345,6 +345,14 @@ func jsonFields(body []byte, contentType string, res redact.Resource, paths []st
 	if json.Unmarshal(body, &obj) != nil {
 		return nil
 	}
+	return FieldValues(obj, res, paths)
+}
+
+// FieldValues returns the values at the dotted paths of obj, an object of
+// res decoded from JSON, as the trace records them (trace.Request.Fields):
+// JSON-encoded and redacted (package redact); nil if none is present.
+// Values compare equal as strings whoever wrote them.
+func FieldValues(obj map[string]any, res redact.Resource, paths []string) map[string]string {
 	var out map[string]string
 	for _, path := range paths {
 		var v any = obj

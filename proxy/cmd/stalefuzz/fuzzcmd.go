@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 )
 
@@ -65,6 +66,8 @@ func newFuzzCmd() *cobra.Command {
 		workers  int
 		findings string
 		junit    string
+		shard    string
+		corpus   string
 	)
 	cmd := &cobra.Command{
 		Use:   "fuzz TARGET.yaml",
@@ -85,8 +88,11 @@ usage or harness error (nothing was judged).`,
 			if duration <= 0 {
 				return usagef(cmd, "--time %v: want a positive duration", duration)
 			}
+			if _, err := fuzz.ParseShard(shard); err != nil {
+				return usagef(cmd, "--shard: %v", err)
+			}
 			return runCampaign(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), campaign{
-				file: args[0], duration: duration, workers: workers, findings: findings, junit: junit,
+				file: args[0], duration: duration, workers: workers, findings: findings, junit: junit, shard: shard, corpus: corpus,
 			})
 		},
 	}
@@ -94,6 +100,8 @@ usage or harness error (nothing was judged).`,
 	cmd.Flags().IntVar(&workers, "workers", 2, "parallel workers, each with its own control plane")
 	cmd.Flags().StringVar(&findings, "findings", "stalefuzz-findings", "directory for findings' traces, pictures, logs and inputs")
 	cmd.Flags().StringVar(&junit, "junit", "", "write the result as JUnit XML to this file")
+	cmd.Flags().StringVar(&corpus, "corpus", "", "a corpus directory (Go's format): the campaign starts from its entries and adds the inputs it found interesting; shards' directories merge by copying files")
+	cmd.Flags().StringVar(&shard, "shard", "", "K/N: search only the Kth of N disjoint shares of the seeds (K from 0, as a Job's JOB_COMPLETION_INDEX); findings of N shards merge by copying files")
 	return cmd
 }
 
@@ -201,10 +209,11 @@ func source(ctx context.Context) (string, error) {
 
 // campaign is what stalefuzz fuzz was asked.
 type campaign struct {
-	file            string
-	duration        time.Duration
-	workers         int
-	findings, junit string
+	file                   string
+	duration               time.Duration
+	workers                int
+	findings, junit, shard string
+	corpus                 string
 }
 
 var (
@@ -232,11 +241,19 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	if err := os.Mkdir(camp, 0o700); err != nil {
 		return exitError{exitHarness, err}
 	}
-	fmt.Fprintf(stderr, "stalefuzz: fuzzing %s for %v with %d worker(s) from an empty corpus; findings go to %s\n", c.file, c.duration, c.workers, findings)
+	from := "an empty corpus"
+	if c.corpus != "" {
+		n, err := copyFiles(c.corpus, filepath.Join(work, "testdata", "fuzz", driverFn))
+		if err != nil {
+			return exitError{exitHarness, fmt.Errorf("unable to read corpus %s: %w", c.corpus, err)}
+		}
+		from = fmt.Sprintf("the %d entries of %s", n, c.corpus)
+	}
+	fmt.Fprintf(stderr, "stalefuzz: fuzzing %s for %v with %d worker(s) from %s; findings go to %s\n", c.file, c.duration, c.workers, from, findings)
 	cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+c.duration.String(),
 		"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp)
+	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp, "STALEFUZZ_SHARD="+c.shard)
 	out, status, err := runBinary(cmd, stdout, func(line string) string {
 		if m := progressRE.FindStringSubmatch(line); m != nil {
 			return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
@@ -245,6 +262,13 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	})
 	if err != nil {
 		return exitError{exitHarness, err}
+	}
+	if c.corpus != "" {
+		n, err := copyFiles(filepath.Join(work, ".fuzzcache", driverFn), c.corpus)
+		if err != nil {
+			return exitError{exitHarness, fmt.Errorf("unable to save the corpus in %s: %w", c.corpus, err)}
+		}
+		fmt.Fprintf(stdout, "figures: %d corpus entries saved in %s\n", n, c.corpus)
 	}
 	execs, elapsed := executions(camp), time.Since(started).Round(time.Second)
 	fmt.Fprintf(stdout, "\nfigures: %d executions, %v wall clock in all (builds and control plane start included)\n", execs, elapsed)
@@ -442,4 +466,35 @@ func writeJUnit(path, file, verdict, out string, elapsed time.Duration) error {
 		return fmt.Errorf("unable to write JUnit XML: %w", err)
 	}
 	return nil
+}
+
+// copyFiles copies the regular files of dir src into dst (made if need be),
+// keeping their names: Go's corpus entries are named by their content's
+// hash, so copying merges. A missing src copies nothing.
+func copyFiles(src, dst string) (int, error) {
+	entries, err := os.ReadDir(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return n, err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

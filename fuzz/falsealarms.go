@@ -1,0 +1,117 @@
+package fuzz
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy"
+)
+
+// FalseAlarms is what MeasureFalseAlarms found: executions whose schedules
+// only delay events by no more than the apiserver itself delayed them in
+// the no-fault reference runs, so that every violation is a false alarm.
+type FalseAlarms struct {
+	// Executions judged, and those that could not be (harness errors).
+	Executions, HarnessErrors int
+	// MaxDelay is the largest delay a schedule used: the longest time,
+	// in the reference runs, from a write's answer to its watch event's
+	// arrival at the proxy.
+	MaxDelay time.Duration
+	// ByOracle counts the executions with a violation, per oracle, and
+	// keeps the first message and schedule of each.
+	ByOracle map[string]int
+	First    map[string]string
+}
+
+func (f FalseAlarms) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d executions judged (%d harness errors, not counted), events delayed by at most %v: ", f.Executions, f.HarnessErrors, f.MaxDelay)
+	if len(f.ByOracle) == 0 {
+		b.WriteString("no false alarm")
+	}
+	for i, o := range slices.Sorted(maps.Keys(f.ByOracle)) {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %d false alarms (first: %s)", o, f.ByOracle[o], f.First[o])
+	}
+	return b.String()
+}
+
+// MeasureFalseAlarms runs n executions, the knob settings in turn, each
+// with one delay step per client on every resource for the whole lag
+// window, the delay drawn at random (from seed) up to the longest watch
+// latency the reference runs showed, and counts the violations: none is
+// expected, since nothing in such a run is a fault a slower apiserver
+// would not produce at once. progress, when set, is called after each
+// execution.
+func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progress func(done int, f FalseAlarms)) (FalseAlarms, error) {
+	f := FalseAlarms{ByOracle: map[string]int{}, First: map[string]string{}}
+	settings := knobSettings(e.s.Knobs, math.MaxInt)
+	for _, knobs := range settings {
+		for range 2 {
+			res, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
+			if err != nil {
+				return f, fmt.Errorf("reference run %v: %w", knobs, err)
+			}
+			f.MaxDelay = max(f.MaxDelay, watchLatency(res))
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x5f))
+	b := e.s.Bounds.orDefault()
+	length := min(b.MaxLength, b.MaxLagEnd)
+	for i := range n {
+		sched := Schedule{Knobs: settings[i%len(settings)]}
+		for _, c := range e.s.Clients {
+			d := time.Duration(rng.Int64N(int64(f.MaxDelay) + 1))
+			sched.Steps = append(sched.Steps, Step{Client: c, Action: proxy.Delay, Delay: d, Length: length})
+		}
+		res, err := e.Run(ctx, sched)
+		if err != nil {
+			f.HarnessErrors++
+		} else {
+			f.Executions++
+			seen := map[string]bool{}
+			for _, v := range res.Violations {
+				if !seen[v.Oracle] {
+					seen[v.Oracle] = true
+					f.ByOracle[v.Oracle]++
+					if f.First[v.Oracle] == "" {
+						f.First[v.Oracle] = fmt.Sprintf("schedule %s: %s", sched, v.Message)
+					}
+				}
+			}
+		}
+		if progress != nil {
+			progress(i+1, f)
+		}
+		if ctx.Err() != nil {
+			return f, ctx.Err()
+		}
+	}
+	return f, nil
+}
+
+// watchLatency is the longest time in res from a controller's write being
+// answered to the arrival of its watch event at the proxy.
+func watchLatency(res *Result) time.Duration {
+	answered := map[string]time.Time{}
+	for _, r := range res.Trace.Requests {
+		if r.ReturnedRV != "" && r.Code < 300 {
+			answered[r.ReturnedRV] = r.Start.Add(r.Latency)
+		}
+	}
+	var longest time.Duration
+	for _, ev := range res.Trace.Events {
+		if at, ok := answered[ev.ResourceVersion]; ok {
+			longest = max(longest, ev.Arrived.Sub(at))
+		}
+	}
+	return longest
+}
