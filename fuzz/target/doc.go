@@ -23,7 +23,9 @@
 // any, is replaced) through the engine's direct client, so that the
 // lost-update oracle knows what the workload wrote. Knob references,
 // ${name} in any string of a step, a controller's args or env, are replaced
-// by the value the fuzzer chose for that execution. A wait that times out
+// by the value the fuzzer chose for that execution; ${namespace} by the
+// execution's namespace (for a controller that takes it as a flag,
+// --watch-namespace=${namespace}). A wait that times out
 // is written to the execution's log and the workload goes on with its next
 // step: a wait paces the workload, the oracles judge the controllers.
 //

@@ -13,6 +13,7 @@ controllers:
   - name: ctl
     command: [python3, ctl.py]
     env: {MODE: "${mode}"}
+    args: ["--watch-namespace=${namespace}"]
     watches: [configmaps]
 knobs:
   - name: mode
@@ -53,12 +54,13 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"typo in a field", "    command: [python3", "    comand: [python3", []string{"bad.yaml:4:", `field "comand" not known in Controller: did you mean "command"?`}},
 		{"undeclared knob", `"${mode}"`, `"${mood}"`, []string{"bad.yaml:5:", "controllers[0].env.MODE", "${mood} names no knob (declared: mode, edit)"}},
-		{"knob that is no duration", "  - at: ${edit}", "  - at: ${mode}", []string{"bad.yaml:18:", "workload[1].at", `knob "mode"'s value "a" makes "${mode}" no duration`}},
+		{"knob that is no duration", "  - at: ${edit}", "  - at: ${mode}", []string{"bad.yaml:19:", "workload[1].at", `knob "mode"'s value "a" makes "${mode}" no duration`}},
 		{"two actions", "  - at: ${edit}\n", "  - delete: {apiVersion: v1, kind: ConfigMap, name: x}\n    at: ${edit}\n", []string{"workload[1]", "want exactly one of apply, patch, delete and wait, got 2"}},
 		{"no command", "    command: [python3, ctl.py]\n", "", []string{"bad.yaml:3:", "controllers[0]", "want command (a command line) or go"}},
-		{"bad space", "oracles:", "faults: {space: chaos}\noracles:", []string{"bad.yaml:20:", "faults.space", "want lag, realistic or loss"}},
+		{"bad space", "oracles:", "faults: {space: chaos}\noracles:", []string{"bad.yaml:21:", "faults.space", "want lag, realistic or loss"}},
+		{"knob named namespace", "  - name: edit", "  - name: namespace", []string{"bad.yaml:11:", `"namespace" is taken: ${namespace} is the execution's namespace`}},
 		{"not YAML", "name: demo", "name: [demo", []string{"bad.yaml:", "not valid YAML"}},
-		{"wrong kind of value", "    watches: [configmaps]", "    watches: configmaps", []string{"bad.yaml:6:", "cannot unmarshal !!str `configmaps` into []string"}},
+		{"wrong kind of value", "    watches: [configmaps]", "    watches: configmaps", []string{"bad.yaml:7:", "cannot unmarshal !!str `configmaps` into []string"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := strings.Replace(good, c.old, c.new, 1)

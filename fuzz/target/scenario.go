@@ -242,10 +242,14 @@ func (t *Target) start(ctx context.Context, x *fuzz.Exec, procs []process) error
 	return nil
 }
 
-// substitute replaces each ${knob} in s by the value chosen for it.
+// substitute replaces each ${knob} in s by the value chosen for it, and
+// ${namespace} by the execution's namespace.
 func substitute(x *fuzz.Exec, knobs []Knob, s string) string {
 	return knobRE.ReplaceAllStringFunc(s, func(ref string) string {
 		name := ref[2 : len(ref)-1]
+		if name == namespaceRef {
+			return x.Namespace
+		}
 		for _, k := range knobs {
 			if k.Name == name {
 				return k.Values[x.Knob(name)%len(k.Values)]

@@ -55,7 +55,8 @@ type Controller struct {
 	// Prepare and cached. Args are appended to it.
 	Go string `yaml:"go"`
 
-	// Args are more arguments, after Command's or Go's binary.
+	// Args are more arguments, after Command's or Go's binary. ${knob} is
+	// a knob's value, ${namespace} the execution's namespace.
 	Args []string `yaml:"args"`
 
 	// Env are environment variables set for it, besides this process's own

@@ -9,6 +9,9 @@ import (
 	"time"
 )
 
+// namespaceRef, as ${namespace}, is the execution's namespace.
+const namespaceRef = "namespace"
+
 var (
 	labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	knobRE  = regexp.MustCompile(`\$\{([^}]*)\}`)
@@ -31,6 +34,8 @@ func (t *Target) validate(p *positions) error {
 		switch {
 		case !labelRE.MatchString(k.Name):
 			bad(fmt.Errorf("want a knob name of lower-case letters, digits and dashes, got %q", k.Name), "knobs", i, "name")
+		case k.Name == namespaceRef:
+			bad(fmt.Errorf("%q is taken: ${%s} is the execution's namespace", k.Name, namespaceRef), "knobs", i, "name")
 		case knobs[k.Name].Name != "":
 			bad(fmt.Errorf("knob %q declared twice", k.Name), "knobs", i, "name")
 		case len(k.Values) == 0 || len(k.Values) > 256:
@@ -42,6 +47,9 @@ func (t *Target) validate(p *positions) error {
 	// s can take must parse as a duration.
 	refs := func(s string, durations bool, path ...any) {
 		for _, m := range knobRE.FindAllStringSubmatch(s, -1) {
+			if m[1] == namespaceRef && !durations {
+				continue
+			}
 			k, ok := knobs[m[1]]
 			if !ok {
 				bad(fmt.Errorf("${%s} names no knob (declared: %s): declare it under knobs", m[1], knobNames(t.Knobs)), path...)
