@@ -144,6 +144,12 @@ func (r *Result) Report() string {
 	for _, l := range strings.Split(strings.TrimRight(tbl.String(), "\n"), "\n") {
 		b.WriteString("  " + l + "\n")
 	}
+	for _, v := range r.Violations {
+		if v.Oracle == "lost-update" && strings.Contains(v.Message, "acknowledged to the workload") {
+			b.WriteString("  (the audit reads the proxy's trace, which the workload's own writes do not pass through: the lost-update oracle above judges those)\n")
+			break
+		}
+	}
 	return b.String()
 }
 

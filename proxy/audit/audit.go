@@ -365,7 +365,9 @@ func (r Report) WriteTable(w io.Writer) error {
 		return fmt.Errorf("unable to write audit table: %w", err)
 	}
 	if len(r.Overwrites) == 0 {
-		_, err := fmt.Fprintln(w, "no blind write replaced a change its writer had not seen")
+		// The trace holds the proxied clients' writes only: a change made
+		// straight to the apiserver (a workload's) is not audited here.
+		_, err := fmt.Fprintln(w, "no blind write replaced a proxied client's change its writer had not seen")
 		return err
 	}
 	fmt.Fprintf(w, "blind writes over an unseen change (%d fields):\n", len(r.Overwrites))

@@ -3,13 +3,13 @@
 // a RayCluster with a head and a worker group of two, and a knob that
 // leaves it, scales the group to 3 or scales it to 1. Its test runs the
 // no-fault schedule of each knob value against the real apiserver and
-// prints what the operator wrote; TestKubeRayFaults restarts it right after
+// prints what the operator wrote; TestKubeRayDuplicate restarts it right after
 // its first worker's create: onto an apiserver that has not seen that
 // create, it creates both workers again (4 live Pods for the RayCluster,
 // the count oracle's learned limit 3), then deletes one; onto an
 // up-to-date one, nothing is duplicated. Its scale expectations
 // (controllers/ray/expectations) live in memory and die with the process.
 //
-// Prepare it once with `stalefuzz prepare scenarios/kuberay/target.yaml`
-// (it builds the operator, minutes the first time).
+// The tests build the operator when it is not cached (target.Prepare), as
+// `stalefuzz prepare scenarios/kuberay/target.yaml` does: minutes, once.
 package kuberay
