@@ -54,7 +54,7 @@ func newPrepareCmd() *cobra.Command {
 		Short: "Check a target file and build what it needs (its Go controllers, the fuzz binary)",
 		Args:  exactArgs("TARGET.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, err := prepare(cmd.Context(), cmd.ErrOrStderr(), args[0], "")
+			_, _, err := prepare(cmd.Context(), cmd.ErrOrStderr(), args[0], "", true)
 			return err
 		},
 	}
@@ -138,7 +138,7 @@ none, 2 for a usage or harness error.`,
 // prepare loads and prepares the target file and builds the fuzz binary
 // into dir (none when dir is empty). It returns the target file's absolute
 // path and the binary's.
-func prepare(ctx context.Context, progress io.Writer, file, dir string) (abs, bin string, err error) {
+func prepare(ctx context.Context, progress io.Writer, file, dir string, fuzzing bool) (abs, bin string, err error) {
 	t, err := target.Load(file)
 	if err != nil {
 		return "", "", exitError{exitHarness, err}
@@ -163,9 +163,16 @@ func prepare(ctx context.Context, progress io.Writer, file, dir string) (abs, bi
 		defer os.RemoveAll(dir)
 	}
 	bin = filepath.Join(dir, "driver.test")
-	fmt.Fprintf(progress, "stalefuzz: compiling the coverage-instrumented fuzz binary from %s (minutes the first time, seconds once Go's build cache has it)\n", src)
+	args := []string{"test", "-c", "-o", bin, driverPkg}
+	what := "the test binary that replays inputs"
+	if fuzzing {
+		// Coverage instrumentation: every package is compiled again.
+		args = append(args, "-fuzz=^"+driverFn+"$")
+		what = "the coverage-instrumented fuzz binary"
+	}
+	fmt.Fprintf(progress, "stalefuzz: compiling %s from %s (minutes the first time, seconds once Go's build cache has it)\n", what, src)
 	start := time.Now()
-	build := exec.CommandContext(ctx, "go", "test", "-c", "-fuzz=^"+driverFn+"$", "-o", bin, driverPkg)
+	build := exec.CommandContext(ctx, "go", args...)
 	build.Dir = src
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", "", exitError{exitHarness, fmt.Errorf("unable to compile the fuzz binary in %s: %w\n%s", src, err, out)}
@@ -229,7 +236,7 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	}
 	defer os.RemoveAll(work)
 	started := time.Now()
-	abs, bin, err := prepare(ctx, stderr, c.file, work)
+	abs, bin, err := prepare(ctx, stderr, c.file, work, true)
 	if err != nil {
 		return err
 	}
@@ -375,7 +382,7 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, c
 		return exitError{exitHarness, err}
 	}
 	defer os.RemoveAll(work)
-	abs, bin, err := prepare(ctx, stderr, file, work)
+	abs, bin, err := prepare(ctx, stderr, file, work, false)
 	if err != nil {
 		return err
 	}
@@ -383,14 +390,18 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, c
 	if err := os.MkdirAll(corpus, 0o755); err != nil {
 		return exitError{exitHarness, err}
 	}
+	// One copy per run, so that the runs share one control plane (a
+	// subtest each): -test.count would start the target afresh each time.
 	name := filepath.Base(input)
-	if err := os.WriteFile(filepath.Join(corpus, name), b, 0o644); err != nil {
-		return exitError{exitHarness, err}
+	for i := range count {
+		if err := os.WriteFile(filepath.Join(corpus, fmt.Sprintf("%s.%d", name, i+1)), b, 0o644); err != nil {
+			return exitError{exitHarness, err}
+		}
 	}
 	if findings, err = filepath.Abs(findings); err != nil {
 		return exitError{exitHarness, err}
 	}
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^"+driverFn+"/"+regexp.QuoteMeta(name)+"$", "-test.v", "-test.count="+strconv.Itoa(count))
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^"+driverFn+"/"+regexp.QuoteMeta(name)+`\.[0-9]+$`, "-test.v")
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_NO_SEEDS=1")
 	out, _, err := runBinary(cmd, stdout, func(s string) string { return s })

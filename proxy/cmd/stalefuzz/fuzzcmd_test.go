@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const pymirror = "../../../scenarios/pymirror/"
+
+// TestReplayCommand replays saved inputs of the Python example's target
+// file against the real apiserver, twice each: the blind mode's restart
+// onto a lagging apiserver loses the user's edit in 2/2 runs (exit 1), the
+// optimistic mode's same schedule in 0/2 (exit 0).
+func TestReplayCommand(t *testing.T) {
+	for _, c := range []struct {
+		input, want string
+		status      int
+	}{
+		{"lost-edit.input", "result: reproduced in 2/2 runs", exitFinding},
+		{"optimistic.input", "result: reproduced in 0/2 runs", exitClean},
+	} {
+		t.Run(c.input, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			status := run([]string{"replay", pymirror + "target.yaml", pymirror + "testdata/" + c.input, "--count", "2", "--findings", t.TempDir()}, &stdout, &stderr)
+			if status != c.status || !strings.Contains(stdout.String(), c.want) {
+				t.Errorf("replay %s: exit %d, want %d, and %q in its output:\n%s\n%s", c.input, status, c.status, c.want, lastLines(stdout.String(), 40), stderr.String())
+			}
+		})
+	}
+}
+
+// TestFuzzCommandRefusesABadTarget: a target file with a mistake is refused
+// before anything is built or started, with its line, field and a
+// suggestion, and exit status 2.
+func TestFuzzCommandRefusesABadTarget(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: bad\ncontrollers:\n  - name: c\n    comand: [python3, c.py]\nworkload:\n  - wait: {apiVersion: v1, kind: ConfigMap, name: x}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"fuzz", bad, "--time", "1s"}, &stdout, &stderr)
+	want := bad + `:4: comand: field "comand" not known in Controller: did you mean "command"?`
+	if status != exitHarness || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want %d and %q", status, stderr.String(), exitHarness, want)
+	}
+	if strings.Contains(stderr.String(), "compiling") {
+		t.Errorf("it started building before refusing the file: %s", stderr.String())
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
