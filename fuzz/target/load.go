@@ -119,7 +119,7 @@ func typeError(file, msg string) error {
 var yamlTypes = map[string]reflect.Type{}
 
 func init() {
-	for _, v := range []any{Target{}, Controller{}, Kubeconfig{}, Knob{}, Step{}, Apply{}, Object{}, Patch{}, Wait{}, Faults{}, Oracles{}, Kind{}, Count{}} {
+	for _, v := range []any{Target{}, Controller{}, Kubeconfig{}, Knob{}, Step{}, Apply{}, Object{}, Patch{}, Wait{}, Faults{}, Oracles{}, Kind{}, Count{}, Builtins{}, Kubelet{}} {
 		t := reflect.TypeOf(v)
 		yamlTypes[t.Name()] = t
 	}

@@ -24,6 +24,9 @@ func (t *Target) Clients() []string {
 	for _, c := range t.Controllers {
 		out = append(out, c.clients()...)
 	}
+	if t.Builtins != nil && len(t.Builtins.Controllers) > 0 {
+		out = append(out, ControllerManagerClient)
+	}
 	return out
 }
 
@@ -109,6 +112,9 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 	}
 	s.Start = func(ctx context.Context, x *fuzz.Exec) error { return t.start(ctx, x, procs) }
 	s.Drive = func(ctx context.Context, x *fuzz.Exec) error {
+		if err := t.startKubelet(ctx, x); err != nil {
+			return err
+		}
 		x.After(0, "workload", func(ctx context.Context) error { return runSteps(ctx, x, t.Knobs, steps) })
 		return nil
 	}
@@ -125,8 +131,15 @@ func (t *Target) resources() []string {
 		return t.Faults.Resources
 	}
 	var out []string
+	watches := [][]string{}
 	for _, c := range t.Controllers {
-		for _, r := range c.Watches {
+		watches = append(watches, c.Watches)
+	}
+	if t.Builtins != nil {
+		watches = append(watches, t.Builtins.Watches)
+	}
+	for _, ws := range watches {
+		for _, r := range ws {
 			if !slices.Contains(out, r) {
 				out = append(out, r)
 			}
@@ -196,6 +209,9 @@ func (t *Target) processes() ([]process, error) {
 // start runs every controller replica as its own client and waits for the
 // watches it declares.
 func (t *Target) start(ctx context.Context, x *fuzz.Exec, procs []process) error {
+	if err := t.startBuiltins(ctx, x); err != nil {
+		return err
+	}
 	for _, p := range procs {
 		for _, client := range p.c.clients() {
 			kubeconfig, err := x.Kubeconfig(client)

@@ -20,6 +20,10 @@ type Target struct {
 	// Controllers are the processes under test. At least one.
 	Controllers []Controller `yaml:"controllers"`
 
+	// Builtins run beside the controllers: kube-controller-manager's
+	// controllers and a kubelet stand-in. Zero: none.
+	Builtins *Builtins `yaml:"builtins"`
+
 	// CRDs are CRD manifests: files, directories, or a path inside a Go
 	// module ("module@version:config/crd/bases"). Zero: none.
 	CRDs []string `yaml:"crds"`

@@ -69,8 +69,8 @@ func (t *Target) validate(p *positions) error {
 			}
 		}
 	}
-	if len(t.Controllers) == 0 {
-		bad(errors.New("want at least one controller: name and command (any language) or go (module/path/cmd@version)"), "controllers")
+	if len(t.Controllers) == 0 && (t.Builtins == nil || len(t.Builtins.Controllers) == 0) {
+		bad(errors.New("want at least one controller: name and command (any language) or go (module/path/cmd@version); or kube-controller-manager's, under builtins.controllers"), "controllers")
 	}
 	seen := map[string]bool{}
 	for i, c := range t.Controllers {
@@ -79,6 +79,8 @@ func (t *Target) validate(p *positions) error {
 			bad(fmt.Errorf("want a controller name of lower-case letters, digits and dashes (its proxy client's name), got %q", c.Name), "controllers", i, "name")
 		case seen[c.Name]:
 			bad(fmt.Errorf("controller %q declared twice", c.Name), "controllers", i, "name")
+		case c.Name == ControllerManagerClient:
+			bad(fmt.Errorf("%q is the builtins' kube-controller-manager's client: name your controller otherwise", c.Name), "controllers", i, "name")
 		}
 		seen[c.Name] = true
 		switch {
@@ -103,6 +105,22 @@ func (t *Target) validate(p *positions) error {
 		}
 		for k, v := range c.Env {
 			refs(v, false, "controllers", i, "env", k)
+		}
+	}
+	if b := t.Builtins; b != nil {
+		for i, c := range b.Controllers {
+			if !labelRE.MatchString(c) && !strings.HasPrefix(c, "-") {
+				bad(fmt.Errorf("want a kube-controller-manager controller name such as job or replicaset, got %q", c), "builtins", "controllers", i)
+			}
+		}
+		for i, f := range b.Flags {
+			refs(f, false, "builtins", "flags", i)
+		}
+		if len(b.Watches) > 0 && len(b.Controllers) == 0 {
+			bad(errors.New("watches without controllers: name the kube-controller-manager controllers to run"), "builtins", "watches")
+		}
+		if k := b.Kubelet; k != nil && k.SucceedAfter != "" {
+			refs(k.SucceedAfter, true, "builtins", "kubelet", "succeedAfter")
 		}
 	}
 	for i, crd := range t.CRDs {

@@ -61,6 +61,20 @@ func DefaultAssetsDir() string {
 	return filepath.Join(data, "kubebuilder-envtest", "k8s", assetsDirName(runtime.GOOS, runtime.GOARCH))
 }
 
+// ControllerManagerBinary is the kube-controller-manager make assets built
+// (hack/assets.sh): $STALEFUZZ_KUBE_CONTROLLER_MANAGER, else next to
+// kube-apiserver in $KUBEBUILDER_ASSETS or DefaultAssetsDir.
+func ControllerManagerBinary() string {
+	if b := os.Getenv("STALEFUZZ_KUBE_CONTROLLER_MANAGER"); b != "" {
+		return b
+	}
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		dir = DefaultAssetsDir()
+	}
+	return filepath.Join(dir, "kube-controller-manager")
+}
+
 // assetsDirName names a version's directory in the setup-envtest store:
 // "1.37.1-darwin-arm64".
 func assetsDirName(goos, goarch string) string {

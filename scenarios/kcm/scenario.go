@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -54,16 +53,7 @@ func (c Controller) flag() string {
 
 // Binary returns the kube-controller-manager hack/assets.sh built:
 // $STALEFUZZ_KUBE_CONTROLLER_MANAGER, else next to kube-apiserver.
-func Binary() string {
-	if b := os.Getenv("STALEFUZZ_KUBE_CONTROLLER_MANAGER"); b != "" {
-		return b
-	}
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		dir = controlplane.DefaultAssetsDir()
-	}
-	return filepath.Join(dir, "kube-controller-manager")
-}
+func Binary() string { return controlplane.ControllerManagerBinary() }
 
 // Bounds leave room, within the 8 s budget (fuzz.Bounds.fits), for lag
 // windows up to 3.5 s, long enough to cover two of the Job controller's

@@ -1,0 +1,199 @@
+package target
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
+)
+
+// ControllerManagerClient is the proxy client kube-controller-manager runs
+// as when Builtins name controllers.
+const ControllerManagerClient = "kube-controller-manager"
+
+// Builtins are what a cluster runs beside the controllers under test and
+// envtest does not: kube-controller-manager's controllers, and a kubelet
+// stand-in.
+type Builtins struct {
+	// Controllers are kube-controller-manager's --controllers names
+	// ("job", "replicaset", "deployment", "statefulset",
+	// "garbagecollector", ...). It runs as the proxy client
+	// ControllerManagerClient, so that faults can act on it too, with
+	// leader election off, after the namespace's default ServiceAccount is
+	// made (the serviceaccount controller's work: admission refuses a Pod
+	// without it). Zero: no kube-controller-manager.
+	Controllers []string `yaml:"controllers"`
+	// Flags are more kube-controller-manager flags (feature gates:
+	// "--feature-gates=X=${gate}"). ${knob} and ${namespace} are replaced.
+	Flags []string `yaml:"flags"`
+	// Watches are the resources whose watches kube-controller-manager must
+	// have synced before the workload starts ("jobs", "pods").
+	Watches []string `yaml:"watches"`
+	// Kubelet, when set, stands in for the kubelet: every Pod of the
+	// execution's namespace is marked Running and Ready as it appears (no
+	// container runs), straight to the apiserver (not through the proxy).
+	Kubelet *Kubelet `yaml:"kubelet"`
+}
+
+// Kubelet is the kubelet stand-in's behaviour.
+type Kubelet struct {
+	// SucceedAfter, when set, marks each Pod Succeeded that long after it
+	// was marked Running (a Job's Pods completing). A duration or a knob
+	// reference. Zero: Pods run until deleted.
+	SucceedAfter string `yaml:"succeedAfter"`
+}
+
+// startBuiltins starts kube-controller-manager and the kubelet stand-in
+// for one execution.
+func (t *Target) startBuiltins(ctx context.Context, x *fuzz.Exec) error {
+	b := t.Builtins
+	if b == nil {
+		return nil
+	}
+	if len(b.Controllers) == 0 {
+		return nil
+	}
+	// The serviceaccount controller's work, which envtest does not do:
+	// ServiceAccount admission refuses a Pod without its service account.
+	cs, err := kubernetes.NewForConfig(x.DirectConfig())
+	if err != nil {
+		return err
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := cs.CoreV1().ServiceAccounts(x.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("unable to create serviceaccount %s/default: %w", x.Namespace, err)
+	}
+	bin := controlplane.ControllerManagerBinary()
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("kube-controller-manager not found at %s (run `make assets`, or set STALEFUZZ_KUBE_CONTROLLER_MANAGER): %w", bin, err)
+	}
+	kubeconfig, err := x.Kubeconfig(ControllerManagerClient)
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--controllers=" + strings.Join(b.Controllers, ","),
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+		"--v=2",
+	}
+	for _, f := range b.Flags {
+		args = append(args, substitute(x, t.Knobs, f))
+	}
+	if err := x.Command(ControllerManagerClient, exec.Command(bin, args...)); err != nil {
+		return fmt.Errorf("unable to start kube-controller-manager: %w", err)
+	}
+	for _, res := range b.Watches {
+		if err := x.WaitForWatch(ctx, ControllerManagerClient, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startKubelet starts the kubelet stand-in, if the target has one, at the
+// mark (from Drive: Pods it finds then, or that appear later, are marked
+// Running and Ready, and Succeeded SucceedAfter later), for the whole
+// execution.
+func (t *Target) startKubelet(ctx context.Context, x *fuzz.Exec) error {
+	if t.Builtins == nil || t.Builtins.Kubelet == nil {
+		return nil
+	}
+	var succeedAfter time.Duration
+	if k := t.Builtins.Kubelet; k.SucceedAfter != "" {
+		succeedAfter, _ = parseDuration(substitute(x, t.Knobs, k.SucceedAfter)) // validated
+	}
+	cs, err := kubernetes.NewForConfig(x.DirectConfig())
+	if err != nil {
+		return err
+	}
+	list, err := cs.CoreV1().Pods(x.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("kubelet stand-in: unable to list pods in %s: %w", x.Namespace, err)
+	}
+	seen := map[types.UID]bool{} // the stand-in's goroutine's only
+	// Through Exec.Direct, so that the engine counts these writes as the
+	// workload's (settling waits for the controllers to see them).
+	status := func(ctx context.Context, name string, phase corev1.PodPhase, ready bool) error {
+		cond := corev1.ConditionFalse
+		if ready {
+			cond = corev1.ConditionTrue
+		}
+		patch := fmt.Appendf(nil, `{"status":{"phase":%q,"conditions":[{"type":"Ready","status":%q}]}}`, phase, cond)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: x.Namespace, Name: name}}
+		err := x.Direct.Status().Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch))
+		if apierrors.IsNotFound(err) || ctx.Err() != nil {
+			return nil // deleted meanwhile, or the execution is over
+		}
+		if err != nil {
+			return fmt.Errorf("kubelet stand-in: unable to mark pod %s/%s %s: %w", x.Namespace, name, phase, err)
+		}
+		return nil
+	}
+	run := func(ctx context.Context, p *corev1.Pod) error {
+		if p.DeletionTimestamp != nil || seen[p.UID] {
+			return nil
+		}
+		seen[p.UID] = true
+		if err := status(ctx, p.Name, corev1.PodRunning, true); err != nil {
+			return err
+		}
+		if succeedAfter > 0 {
+			// A timer of the execution's: the run is not settled while a
+			// Pod is still to succeed.
+			name := p.Name
+			x.After(time.Since(x.Mark())+succeedAfter, "kubelet stand-in: "+name+" succeeds", func(ctx context.Context) error {
+				return status(ctx, name, corev1.PodSucceeded, false)
+			})
+		}
+		return nil
+	}
+	rv := list.ResourceVersion
+	x.Go("kubelet stand-in", func(ctx context.Context) error {
+		for i := range list.Items {
+			if err := run(ctx, &list.Items[i]); err != nil {
+				return err
+			}
+		}
+		for ctx.Err() == nil {
+			w, err := cs.CoreV1().Pods(x.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("kubelet stand-in: unable to watch pods in %s: %w", x.Namespace, err)
+			}
+			for ev := range w.ResultChan() {
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					break // an ERROR event: watch again from rv
+				}
+				rv = p.ResourceVersion
+				if ev.Type != watch.Added {
+					continue
+				}
+				if err := run(ctx, p); err != nil {
+					return err
+				}
+			}
+			w.Stop()
+		}
+		return nil
+	})
+	return nil
+}
