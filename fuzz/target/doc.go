@@ -1,9 +1,11 @@
 // Package target declares a controller under test in a file, with no Go
 // code: the controllers (a command line in any language, or a Go main
 // package at a pinned version that Prepare builds and caches), their CRDs
-// (files, directories, or a path inside a Go module's zip), the knobs, the
-// workload (ordered steps: apply, patch, delete, wait), the fault scope and
-// the oracles. A Target is the same declaration as a Go value; Scenario
+// (files, directories, or a path inside a Go module's zip), what a cluster
+// runs beside them (kube-controller-manager's controllers and a kubelet
+// stand-in: Builtins), the knobs, the workload (ordered steps: apply,
+// patch, delete, wait), the fault scope and the oracles (convergence by
+// kstatus, lost update, count safety learned from reference runs, crash). A Target is the same declaration as a Go value; Scenario
 // turns it into a fuzz.Scenario that the engine runs like a hand-written one.
 //
 // # Contract

@@ -1,0 +1,34 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+)
+
+// MeasureFalseAlarms loads and prepares the target file at path, starts its
+// Env and runs fuzz.Env.MeasureFalseAlarms: n executions whose events are
+// only delayed as much as the apiserver delayed them in the no-fault
+// reference runs, so that every violation is a false alarm. Progress goes
+// to progress (nil: nowhere).
+func MeasureFalseAlarms(ctx context.Context, path string, n int, progress io.Writer) (fuzz.FalseAlarms, error) {
+	t, err := Load(path)
+	if err != nil {
+		return fuzz.FalseAlarms{}, err
+	}
+	if err := Prepare(ctx, t, progress); err != nil {
+		return fuzz.FalseAlarms{}, err
+	}
+	s, err := t.Scenario()
+	if err != nil {
+		return fuzz.FalseAlarms{}, err
+	}
+	env, err := fuzz.NewEnv(s)
+	if err != nil {
+		return fuzz.FalseAlarms{}, err
+	}
+	f, err := env.MeasureFalseAlarms(ctx, n, 1, nil)
+	return f, errors.Join(err, env.Stop())
+}
