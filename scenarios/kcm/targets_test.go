@@ -1,0 +1,76 @@
+package kcm_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
+)
+
+// TestJobTargetFile runs the Job controller from its target file
+// (targets/job-gate-off.yaml: builtins, a kubelet stand-in, the generic
+// count oracle, no Go code) against the real apiserver: without faults the
+// Job's two Pods run and succeed and nothing is violated; under the input a
+// campaign found in 72 s from an empty corpus (a restart right after its
+// first Pod create, onto an apiserver 0.3 s behind) the count oracle finds
+// the known restart duplicate: 3 live Pods for a Job of parallelism 2.
+func TestJobTargetFile(t *testing.T) {
+	tg, err := target.Load("targets/job-gate-off.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tg.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fuzz.ReadCorpusEntry("targets/testdata/restart-duplicate.input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := fuzz.NewEnv(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, c := range []struct {
+		name  string
+		sched fuzz.Schedule
+		dup   bool
+	}{
+		{"no fault", fuzz.Schedule{Knobs: map[string]int{"finish": 0}}, false},
+		{"restart onto a lagging apiserver", s.Decode(b), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := env.Run(context.Background(), c.sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", c.sched, err)
+			}
+			succeeded := 0
+			for _, r := range res.Trace.Requests {
+				// The Job controller removes a finished Pod's tracking
+				// finalizer: the stand-in's Succeeded reached it.
+				if r.Client == target.ControllerManagerClient && r.Verb == "patch" && r.Resource == "pods" && r.Code == 200 {
+					succeeded++
+				}
+			}
+			if succeeded < 2 {
+				t.Errorf("schedule %s: the Job controller finished %d Pods, want 2 or more\n%s", c.sched, succeeded, res.Report())
+			}
+			var dup []string
+			for _, v := range res.Violations {
+				if v.Oracle == "count" && strings.Contains(v.Message, "had 3 live Pods at once") && strings.Contains(v.Message, "never had more than 2 per Job") {
+					dup = append(dup, v.Message)
+				}
+			}
+			if got := len(dup) > 0; got != c.dup || (!c.dup && len(res.Violations) > 0) {
+				t.Errorf("schedule %s: duplicate %v, want %v; violations %v", c.sched, got, c.dup, res.Violations)
+			}
+		})
+	}
+}
