@@ -213,6 +213,9 @@ func (p *Proxy) Client(name string) (*Client, error) {
 				c.ServeHTTP(hijackTracker{ResponseWriter: w, p: p}, r)
 			})),
 		ReadHeaderTimeout: 30 * time.Second,
+		// A client killed mid-handshake (a restart) is the proxy's
+		// business at V(1), not a line on the test's stderr.
+		ErrorLog: log.New(logWriter{p.Log.V(1)}, "", 0),
 	}
 	p.clients[name] = c
 	go func() {

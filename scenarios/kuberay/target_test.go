@@ -28,6 +28,12 @@ func env(t *testing.T) *fuzz.Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return envOf(t, tg)
+}
+
+// envOf starts an Env for tg, stopped when the test ends.
+func envOf(t *testing.T, tg *target.Target) *fuzz.Env {
+	t.Helper()
 	if err := target.Prepare(context.Background(), tg, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +136,61 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 	fmt.Fprintf(&b, "controllers' log:\n")
 	_ = res.Logs.WriteTo(&b, res.Mark)
 	return b.String()
+}
+
+// TestKubeRayTwoHeads is the second finding's regression row: restarted
+// right after its head Pod create (its second write, after the head
+// Service) onto an apiserver that has not seen it, the operator creates a
+// second head Pod; from then on every reconcile of the RayCluster stops at
+// "2 head pods found … Please delete extra head pods" (raycluster_controller.go:754-764),
+// before the worker groups, until a person deletes one. The input is the
+// one a 10-minute campaign found after 13 executions. Its control: with
+// ENABLE_DETERMINISTIC_HEAD_POD_NAME=true (off by default) the same
+// schedule makes no second head.
+func TestKubeRayTwoHeads(t *testing.T) {
+	b, err := fuzz.ReadCorpusEntry("testdata/two-heads.input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, deterministic string
+		twoHeads            bool
+	}{
+		// The default: generated head Pod names.
+		{"default", "", true},
+		// ENABLE_DETERMINISTIC_HEAD_POD_NAME=true (kuberay#3013, #3028):
+		// the second head's create meets 409 AlreadyExists.
+		{"deterministic head Pod name", "true", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tg, err := target.Load("target.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg.Controllers[0].Env = map[string]string{"ENABLE_DETERMINISTIC_HEAD_POD_NAME": c.deterministic}
+			e := envOf(t, tg)
+			s, err := tg.Scenario()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sched := s.Decode(b)
+			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			heads := false
+			for _, v := range res.Violations {
+				heads = heads || v.Oracle == "count" && strings.Count(v.Message, "raycluster-head") == 2
+			}
+			stuck := false
+			for _, l := range res.Logs.Lines {
+				stuck = stuck || strings.Contains(l.Text, "head pods found") && strings.Contains(l.Text, "Please delete extra head pods")
+			}
+			if heads != c.twoHeads || stuck != c.twoHeads {
+				t.Errorf("schedule %s: two live head Pods %v, the operator refusing to go on %v; want %v\n%s", sched, heads, stuck, c.twoHeads, summary(sched, res))
+			}
+		})
+	}
 }
 
 // TestKubeRayDuplicate is the finding's regression row: restarted right
