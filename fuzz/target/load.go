@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/stalefuzz/stalefuzz/proxy/suggest"
 )
 
 // Error is one problem in a target file.
@@ -152,34 +154,7 @@ func fieldsOf(typeName string) []string {
 // closest is the field of fields nearest key, if it is near enough to be a
 // typo (an edit distance of at most a third of its length, at least 2).
 func closest(key string, fields []string) string {
-	best, bestD := "", max(2, len(key)/3)+1
-	for _, f := range fields {
-		if d := distance(strings.ToLower(key), strings.ToLower(f)); d < bestD {
-			best, bestD = f, d
-		}
-	}
-	return best
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return suggest.Closest(key, fields, max(2, len(key)/3))
 }
 
 // syntaxError attributes a yaml.v3 syntax error ("yaml: line 3: did not

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
+	suggestpkg "github.com/stalefuzz/stalefuzz/proxy/suggest"
 )
 
 // Error is one problem in a rules file.
@@ -321,39 +322,7 @@ func describe(n *yaml.Node) string {
 
 // suggest returns the field closest to an unknown key (a typo, or the Go
 // field name), or "" when none is close.
-func suggest(key string) string {
-	best, bestD := "", 3
-	for _, f := range fields {
-		if strings.EqualFold(f, key) {
-			return f
-		}
-		if d := distance(strings.ToLower(key), strings.ToLower(f)); d < bestD {
-			best, bestD = f, d
-		}
-	}
-	return best
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
+func suggest(key string) string { return suggestpkg.Closest(key, fields, 2) }
 
 // syntaxError attributes a yaml.v3 syntax error ("yaml: line 3: did not
 // find expected key") to its line.

@@ -29,15 +29,7 @@ func TestJobTargetFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := fuzz.NewEnv(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	env := target.StartEnv(t, tg)
 	for _, c := range []struct {
 		name  string
 		sched fuzz.Schedule

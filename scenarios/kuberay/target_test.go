@@ -32,26 +32,7 @@ func env(t *testing.T) *fuzz.Env {
 }
 
 // envOf starts an Env for tg, stopped when the test ends.
-func envOf(t *testing.T, tg *target.Target) *fuzz.Env {
-	t.Helper()
-	if err := target.Prepare(context.Background(), tg, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := fuzz.NewEnv(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return e
-}
+func envOf(t *testing.T, tg *target.Target) *fuzz.Env { return target.StartEnv(t, tg) }
 
 // TestKubeRay runs the operator without faults for each value of the knob
 // action (at=500ms): a head and two workers, then nothing more (3 Pods

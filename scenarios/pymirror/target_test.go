@@ -38,19 +38,7 @@ func TestTargetFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := fuzz.NewEnv(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	env := target.StartEnv(t, tg)
 	// Every event 300 ms late: the ConfigMap's creation reaches the
 	// controller after the user's edit at t+0.1s, and the edit's own event
 	// only after the controller wrote.

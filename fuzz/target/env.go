@@ -1,0 +1,41 @@
+package target
+
+import (
+	"context"
+	"os"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+)
+
+// TB is what StartEnv needs of a test: *testing.T, *testing.F and
+// ginkgo's GinkgoT() all have it.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Error(args ...any)
+	Cleanup(func())
+}
+
+// StartEnv prepares t (its Go controllers built when they are not cached,
+// saying so on stderr), starts an Env for its Scenario and stops it when
+// the test ends. Any failure fails the test.
+func StartEnv(tb TB, t *Target) *fuzz.Env {
+	tb.Helper()
+	if err := Prepare(context.Background(), t, os.Stderr); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := t.Scenario()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	env, err := fuzz.NewEnv(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return env
+}
