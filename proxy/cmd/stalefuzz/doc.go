@@ -1,8 +1,33 @@
-// Command stalefuzz runs the informer proxy on its own, in front of any
-// apiserver a kubeconfig reaches (envtest, kind, a real cluster), and reads
-// the traces it records.
+// Command stalefuzz runs fuzz campaigns on a controller declared in a target
+// file, runs the informer proxy on its own in front of any apiserver a
+// kubeconfig reaches (envtest, kind, a real cluster), and reads the traces it
+// records.
 //
 //	go install github.com/stalefuzz/stalefuzz/proxy/cmd/stalefuzz@latest
+//
+// # stalefuzz fuzz, replay, prepare
+//
+//	stalefuzz fuzz TARGET.yaml [--time 5m] [--workers 2] [--findings DIR] \
+//	    [--junit FILE] [--shard K/N] [--corpus DIR]
+//	stalefuzz replay TARGET.yaml INPUT [--count N] [--findings DIR]
+//	stalefuzz prepare TARGET.yaml
+//
+// read a target file (package fuzz/target; a mistake is refused with its
+// line, field and a suggestion before anything starts, exit 2), build what
+// it needs (its Go controllers, cached outside the repository, and the test
+// binary of package fuzz/target/driver from stalefuzz's own module:
+// $STALEFUZZ_SRC, else the checkout the working directory is in, else this
+// binary's released version in the module cache; the user's repository needs
+// no Go dependency on stalefuzz), saying what they build. fuzz searches fault
+// schedules with go test's fuzzing engine for --time from an empty corpus (or
+// --corpus's entries, to which it adds what it found interesting), --shard
+// K/N taking only its share of the seeds (package fuzz, Shard); it prints each
+// finding's report, its files in --findings (trace, picture, the
+// controllers' log, the saved input) and the replay command, and exits 0 with
+// no finding, 1 with one, 2 when the campaign could not run; --junit writes
+// the result as JUnit XML. replay runs a saved input --count times in one
+// control plane and prints in how many runs an oracle was violated: exit 1
+// when in any, 0 when in none, 2 for a harness error. prepare only builds.
 //
 // # stalefuzz proxy
 //

@@ -58,8 +58,12 @@ func usagef(cmd *cobra.Command, format string, args ...any) error {
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "stalefuzz",
-		Short: "Run the informer proxy in front of any apiserver, and read its traces",
-		Long: `stalefuzz runs the informer proxy in front of any apiserver a kubeconfig
+		Short: "Fuzz a controller declared in a target file; run the informer proxy in front of any apiserver, and read its traces",
+		Long: `stalefuzz fuzz searches fault schedules for a controller declared in a
+target file (any language; 'stalefuzz fuzz --help'), and stalefuzz replay runs
+a finding's saved input again.
+
+stalefuzz proxy runs the informer proxy in front of any apiserver a kubeconfig
 reaches (envtest, kind, a real cluster): each named client gets its own
 kubeconfig, and rules delay, hold, drop or break the watch events it
 receives, expire its re-watches, serve its lists from the past, or stop it
