@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -165,4 +166,86 @@ func TestKRO(t *testing.T) {
 	}
 }
 
-var _ = proxy.Freeze
+// restart is a restart of KRO right after (Freeze) or before it sees the
+// answer to (Cut) its (after+1)th write matching resource, verb and
+// subresource, onto an apiserver lag behind.
+func restart(action proxy.Action, resource, verb, sub string, after int, lag time.Duration) fuzz.Step {
+	return fuzz.Step{Client: "kro", Resource: resource, Verbs: []string{verb}, Subresource: sub, After: after, Action: action, Length: 2 * time.Second, Lag: lag}
+}
+
+// TestKROClaims checks the two claims on the real controller and
+// apiserver: a restart in the middle of applying an instance's children
+// (the instance kept), and in the middle of deleting them (the instance
+// deleted at 800 ms). Each schedule runs KRO_RUNS times (default 5); the
+// end-state check judges what the apiserver holds once the run settled.
+// It fails on any violation, and prints each run's verdict.
+func TestKROClaims(t *testing.T) {
+	runs := 5
+	if v := os.Getenv("KRO_RUNS"); v != "" {
+		var err error
+		if runs, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("KRO_RUNS=%q: %v", v, err)
+		}
+	}
+	const lag = 300 * time.Millisecond
+	for _, c := range []struct {
+		claim string
+		keep  bool
+		steps []fuzz.Step
+	}{
+		// Mid-apply. KRO's writes without faults: patch chains (finalizer,
+		// labels, empty inventory), patch chains (the inventory of the
+		// children to come), patch configmaps chain-first (201), status,
+		// patch chains, patch configmaps chain-second (201), ...
+		{"apply: after the inventory patch, before any child", true, []fuzz.Step{restart(proxy.Freeze, "chains", "patch", "-", 1, 0)}},
+		{"apply: after the inventory patch, before any child, lag", true, []fuzz.Step{restart(proxy.Freeze, "chains", "patch", "-", 1, lag)}},
+		{"apply: after the 1st child", true, []fuzz.Step{restart(proxy.Freeze, "configmaps", "patch", "", 0, 0)}},
+		{"apply: after the 1st child, lag", true, []fuzz.Step{restart(proxy.Freeze, "configmaps", "patch", "", 0, lag)}},
+		{"apply: after the 2nd child", true, []fuzz.Step{restart(proxy.Freeze, "configmaps", "patch", "", 1, 0)}},
+		{"apply: after the 2nd child, lag", true, []fuzz.Step{restart(proxy.Freeze, "configmaps", "patch", "", 1, lag)}},
+		{"apply: cut at the 1st child", true, []fuzz.Step{restart(proxy.Cut, "configmaps", "patch", "", 0, 0)}},
+		{"apply: cut at the 2nd child", true, []fuzz.Step{restart(proxy.Cut, "configmaps", "patch", "", 1, 0)}},
+		// Mid-delete. KRO's writes after the user's delete: delete
+		// configmaps chain-second (the higher apply-order wave), status,
+		// delete configmaps chain-first, patch chains (finalizer off).
+		// No Lag here: a restart with a Lag after a delete is a harness
+		// error ("the write that fired it returned resourceVersion \"\":
+		// cannot list from before it"): a ConfigMap's delete answers a
+		// Status without a resourceVersion.
+		{"delete: cut at the 1st child delete", false, []fuzz.Step{restart(proxy.Cut, "configmaps", "delete", "", 0, 0)}},
+		{"delete: after the 1st child delete", false, []fuzz.Step{restart(proxy.Freeze, "configmaps", "delete", "", 0, 0)}},
+		{"delete: cut at the 2nd child delete", false, []fuzz.Step{restart(proxy.Cut, "configmaps", "delete", "", 1, 0)}},
+		{"delete: after the 2nd child delete", false, []fuzz.Step{restart(proxy.Freeze, "configmaps", "delete", "", 1, 0)}},
+	} {
+		t.Run(c.claim, func(t *testing.T) {
+			e := env(t, c.keep)
+			sched := fuzz.Schedule{Knobs: map[string]int{"at": 0}, Steps: c.steps}
+			wrong, restarted := 0, 0
+			for i := range runs {
+				res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+				if err != nil {
+					t.Fatalf("run %d: schedule %s: %v", i, sched, err)
+				}
+				starts := 0
+				for _, l := range res.Logs.Lines {
+					if strings.Contains(l.Text, "feature gates") {
+						starts++
+					}
+				}
+				if starts > 1 {
+					restarted++
+				}
+				var end []string
+				for _, v := range res.Violations {
+					end = append(end, v.Oracle+": "+v.Message)
+				}
+				t.Logf("run %d: KRO started %d times, settled %v, phases %s, violations %v", i, starts, res.Settled, res.Phases, end)
+				if len(res.Violations) > 0 {
+					wrong++
+					t.Errorf("run %d:\n%s", i, summary(sched, res))
+				}
+			}
+			t.Logf("RESULT %s | %s | %d/%d runs restarted | %d/%d wrong end state or other violation", c.claim, sched, restarted, runs, wrong, runs)
+		})
+	}
+}
