@@ -424,12 +424,42 @@ func (e *Env) restarts(ctx context.Context, x *Exec, restartOf map[int]int) erro
 				continue
 			}
 			delete(restartOf, *r.Rule)
-			if err := e.restartStep(ctx, x, i, r.Start.Add(r.Latency), r.ReturnedRV); err != nil {
+			rv := r.ReturnedRV
+			if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
+				// A delete answered with a Status carries no
+				// resourceVersion: an apiserver that has not seen the
+				// write has seen at most what the proxy had seen when it
+				// was sent.
+				rv = newestBefore(e.proxy.Trace().Since(trace.Cursor{}), r.Start)
+			}
+			if err := e.restartStep(ctx, x, i, r.Start.Add(r.Latency), rv); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// newestBefore is one more than the newest resourceVersion in tr (a write's
+// answer, a watch event) known before t: restartStep lists from one below
+// the resourceVersion it is given. "" when there is none.
+func newestBefore(tr trace.Trace, t time.Time) string {
+	var newest uint64
+	see := func(rv string, at time.Time) {
+		if n, err := strconv.ParseUint(rv, 10, 64); err == nil && at.Before(t) {
+			newest = max(newest, n)
+		}
+	}
+	for _, r := range tr.Requests {
+		see(r.ReturnedRV, r.Start.Add(r.Latency))
+	}
+	for _, ev := range tr.Events {
+		see(ev.ResourceVersion, ev.Arrived)
+	}
+	if newest == 0 {
+		return ""
+	}
+	return strconv.FormatUint(newest+1, 10)
 }
 
 // restartStep restarts the client of step, whose write was answered (or

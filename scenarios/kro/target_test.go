@@ -211,12 +211,13 @@ func TestKROClaims(t *testing.T) {
 		// Mid-delete. KRO's writes after the user's delete: delete
 		// configmaps chain-second (the higher apply-order wave), status,
 		// delete configmaps chain-first, patch chains (finalizer off).
-		// No Lag here: a restart with a Lag after a delete is a harness
-		// error ("the write that fired it returned resourceVersion \"\":
-		// cannot list from before it"): a ConfigMap's delete answers a
-		// Status without a resourceVersion.
+		// A ConfigMap's delete answers a Status without a resourceVersion:
+		// with a Lag, the restarted KRO lists from what the proxy had seen
+		// before the delete was sent.
 		{"delete: cut at the 1st child delete", false, []fuzz.Step{restart(proxy.Cut, "configmaps", "delete", "", 0, 0)}},
 		{"delete: after the 1st child delete", false, []fuzz.Step{restart(proxy.Freeze, "configmaps", "delete", "", 0, 0)}},
+		{"delete: after the 1st child delete, lag", false, []fuzz.Step{restart(proxy.Freeze, "configmaps", "delete", "", 0, lag)}},
+		{"delete: after the 2nd child delete, lag", false, []fuzz.Step{restart(proxy.Freeze, "configmaps", "delete", "", 1, lag)}},
 		{"delete: cut at the 2nd child delete", false, []fuzz.Step{restart(proxy.Cut, "configmaps", "delete", "", 1, 0)}},
 		{"delete: after the 2nd child delete", false, []fuzz.Step{restart(proxy.Freeze, "configmaps", "delete", "", 1, 0)}},
 	} {
