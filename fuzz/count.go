@@ -152,20 +152,25 @@ func (k *counter) peaks() map[string]countPeak {
 	return out
 }
 
-// countSafety judges res against each Count's limit: Max, or what the
-// reference runs of its knob settings had.
-func (e *Env) countSafety(ctx context.Context, res *Result) {
+// learnedOracles judges res by the oracles whose limits are learned from
+// no-fault reference runs: count safety (Max, or what the reference runs
+// had) and end state.
+func (e *Env) learnedOracles(ctx context.Context, res *Result) {
+	var ref *learned
+	need := len(e.s.EndStates) > 0 || slices.ContainsFunc(e.s.Counts, func(c Count) bool { return c.Max == 0 })
+	if need {
+		ref = e.learnedReference(ctx, res.Schedule.Knobs)
+	}
 	for i, c := range e.s.Counts {
 		if i >= len(res.counts) {
-			return
+			break
 		}
 		limits := map[string]int{}
 		if c.Max == 0 {
-			ref, ok := e.countReference(ctx, res.Schedule.Knobs)
-			if !ok {
+			if ref == nil {
 				continue
 			}
-			limits = ref[i]
+			limits = ref.counts[i]
 		}
 		for _, ownerKind := range slices.Sorted(maps.Keys(res.counts[i])) {
 			p := res.counts[i][ownerKind]
@@ -185,31 +190,57 @@ func (e *Env) countSafety(ctx context.Context, res *Result) {
 					p.owner, res.Namespace, p.n, c.GVK.Kind, p.at.Sub(res.Mark).Seconds(), p.rv, strings.Join(p.names, ", "), learned, limit, cmp.Or(ownerKind, "object without owner"))})
 		}
 	}
+	if ref == nil || !res.Settled {
+		return // an end state that is not final is not judged
+	}
+	for i, es := range e.s.EndStates {
+		if i >= len(res.ends) || res.ends[i] == nil {
+			continue
+		}
+		for _, msg := range ref.ends[i].judge(es.GVK.Kind, res.ends[i]) {
+			res.violate("end-state", msg)
+		}
+	}
 }
 
-// countReference is, per Count, the most live objects per owner kind in two
-// no-fault runs of the knob settings; false when either was not clean.
-func (e *Env) countReference(ctx context.Context, knobs map[string]int) ([]map[string]int, bool) {
+// learned is what two no-fault reference runs of one knob setting taught:
+// per Count, the most live objects per owner kind; per EndState, the
+// objects and their masked paths.
+type learned struct {
+	counts []map[string]int
+	ends   []endReference
+}
+
+// learnedReference runs the two no-fault reference runs of knobs on first
+// need; nil when either was not clean (a harness error, a violation, an
+// unsettled run when end states are judged).
+func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learned {
 	key := fmt.Sprint(knobs)
-	if ref, ok := e.countRefs[key]; ok {
-		return ref, ref != nil
+	if ref, ok := e.learnedRefs[key]; ok {
+		return ref
 	}
-	e.countRefs[key] = nil
-	ref := make([]map[string]int, len(e.s.Counts))
-	for range 2 {
+	e.learnedRefs[key] = nil
+	ref := &learned{counts: make([]map[string]int, len(e.s.Counts))}
+	var ends [2][]endObjects
+	for run := range 2 {
 		res, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
-		if err != nil || len(res.Violations) > 0 || len(res.counts) != len(ref) {
-			return nil, false
+		if err != nil || len(res.Violations) > 0 || len(res.counts) != len(ref.counts) ||
+			(len(e.s.EndStates) > 0 && (!res.Settled || len(res.ends) != len(e.s.EndStates))) {
+			return nil
 		}
 		for i, peaks := range res.counts {
-			if ref[i] == nil {
-				ref[i] = map[string]int{}
+			if ref.counts[i] == nil {
+				ref.counts[i] = map[string]int{}
 			}
 			for kind, p := range peaks {
-				ref[i][kind] = max(ref[i][kind], p.n)
+				ref.counts[i][kind] = max(ref.counts[i][kind], p.n)
 			}
 		}
+		ends[run] = res.ends
 	}
-	e.countRefs[key] = ref
-	return ref, true
+	for i := range e.s.EndStates {
+		ref.ends = append(ref.ends, newEndReference(ends[0][i], ends[1][i]))
+	}
+	e.learnedRefs[key] = ref
+	return ref
 }

@@ -27,11 +27,78 @@ func TestCountLearnedFromReferenceRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	s := Scenario{
-		Name:      "count",
+	s := childScenario()
+	s.Counts = []Count{{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")}}
+	env := testEnv(t, s)
+	for _, c := range []struct {
+		sched Schedule
+		want  bool
+	}{{Schedule{}, false}, {childRestart, true}} {
+		res, err := env.Run(context.Background(), c.sched, Retries(3))
+		if err != nil {
+			t.Fatalf("schedule %s: %v", c.sched, err)
+		}
+		var got []string
+		for _, v := range res.Violations {
+			if v.Oracle == "count" {
+				got = append(got, v.Subject+": "+v.Message)
+			}
+		}
+		if (len(got) > 0) != c.want {
+			t.Errorf("schedule %s: count violations %q, want some: %v\n%s", c.sched, got, c.want, res.Report())
+			continue
+		}
+		if c.want && (!strings.Contains(got[0], "ConfigMap of ConfigMap p") || !strings.Contains(got[0], "had 2 live ConfigMaps at once") || !strings.Contains(got[0], "never had more than 1")) {
+			t.Errorf("schedule %s: count violation %q does not name the parent, the two children and the learned limit", c.sched, got[0])
+		}
+	}
+	if got := len(env.learnedRefs); got != 1 {
+		t.Errorf("reference settings learned: %d, want 1 (the one knob setting, run twice once)", got)
+	}
+}
+
+// TestEndStateLearnedFromReferenceRuns: the same duplicate child stays to
+// the end, which the end-state oracle names (an object no no-fault
+// reference run has: the parent's second generated child); without the
+// fault the end state matches the reference runs, generated names, uids
+// and timestamps notwithstanding.
+func TestEndStateLearnedFromReferenceRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	s := childScenario()
+	s.EndStates = []EndState{{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")}}
+	env := testEnv(t, s)
+	for _, c := range []struct {
+		sched Schedule
+		want  string
+	}{{Schedule{}, ""}, {childRestart, "ConfigMap ConfigMap p/p-*#1: present; no no-fault reference run has it"}} {
+		res, err := env.Run(context.Background(), c.sched, Retries(3))
+		if err != nil {
+			t.Fatalf("schedule %s: %v", c.sched, err)
+		}
+		var got []string
+		for _, v := range res.Violations {
+			got = append(got, v.Oracle+": "+v.Message)
+		}
+		if c.want == "" && len(got) > 0 || c.want != "" && (len(got) != 1 || !strings.Contains(got[0], "end-state: "+c.want)) {
+			t.Errorf("schedule %s: violations %q, want %q", c.sched, got, c.want)
+		}
+	}
+}
+
+// childRestart restarts the child-making controller right after its first
+// create, onto an apiserver 0.4 s behind: it makes a second child.
+var childRestart = Schedule{Steps: []Step{{Client: "ctl", Resource: "configmaps", Verbs: []string{"create"}, Action: proxy.Freeze, Length: time.Second, Lag: 400 * time.Millisecond}}}
+
+// childScenario is a controller that gives each parent ConfigMap (label
+// role=parent) one child ConfigMap with a generated name when its cache
+// shows none.
+func childScenario() Scenario {
+	return Scenario{
+		Name:      "children",
 		Clients:   []string{"ctl"},
 		Resources: []string{"configmaps"},
-		Counts:    []Count{{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")}},
 		Start: func(ctx context.Context, x *Exec) error {
 			return x.StartManager(ctx, "ctl", func(mgr manager.Manager) error {
 				c := mgr.GetClient()
@@ -60,32 +127,5 @@ func TestCountLearnedFromReferenceRuns(t *testing.T) {
 		Drive: func(ctx context.Context, x *Exec) error {
 			return x.Direct.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: x.Namespace, Name: "p", Labels: map[string]string{"role": "parent"}}})
 		},
-	}
-	env := testEnv(t, s)
-	restart := Schedule{Steps: []Step{{Client: "ctl", Resource: "configmaps", Verbs: []string{"create"}, Action: proxy.Freeze, Length: time.Second, Lag: 400 * time.Millisecond}}}
-	for _, c := range []struct {
-		sched Schedule
-		want  bool
-	}{{Schedule{}, false}, {restart, true}} {
-		res, err := env.Run(context.Background(), c.sched, Retries(3))
-		if err != nil {
-			t.Fatalf("schedule %s: %v", c.sched, err)
-		}
-		var got []string
-		for _, v := range res.Violations {
-			if v.Oracle == "count" {
-				got = append(got, v.Subject+": "+v.Message)
-			}
-		}
-		if (len(got) > 0) != c.want {
-			t.Errorf("schedule %s: count violations %q, want some: %v\n%s", c.sched, got, c.want, res.Report())
-			continue
-		}
-		if c.want && (!strings.Contains(got[0], "ConfigMap of ConfigMap p") || !strings.Contains(got[0], "had 2 live ConfigMaps at once") || !strings.Contains(got[0], "never had more than 1")) {
-			t.Errorf("schedule %s: count violation %q does not name the parent, the two children and the learned limit", c.sched, got[0])
-		}
-	}
-	if got := len(env.countRefs); got != 1 {
-		t.Errorf("reference settings learned: %d, want 1 (the one knob setting, run twice once)", got)
 	}
 }

@@ -73,10 +73,11 @@ type Env struct {
 	sweep  *sweeper // removes what each execution left in the apiserver
 	scheme *runtime.Scheme
 	refs   map[string]map[string]any // knob settings → reference final state
-	// countRefs are, per knob settings, the Count oracle's learned limits
-	// (countReference); nil when the reference runs were not clean.
-	countRefs map[string][]map[string]int
-	slack     time.Duration // budget multiplier: 10 while warming up, else 1
+	// learnedRefs are, per knob settings, what the no-fault reference runs
+	// taught the count and end-state oracles (learnedReference); nil when
+	// they were not clean.
+	learnedRefs map[string]*learned
+	slack       time.Duration // budget multiplier: 10 while warming up, else 1
 
 	fixture any
 	cleanup func() error
@@ -114,7 +115,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}, countRefs: map[string][]map[string]int{}}
+	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}, learnedRefs: map[string]*learned{}}
 	if e.scheme == nil {
 		e.scheme = clientgoscheme.Scheme
 	}
@@ -223,8 +224,8 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 			}
 			e.differential(ctx, res)
 		}
-		if err == nil && len(e.s.Counts) > 0 {
-			e.countSafety(ctx, res)
+		if err == nil && (len(e.s.Counts) > 0 || len(e.s.EndStates) > 0) {
+			e.learnedOracles(ctx, res)
 		}
 		return res, err
 	}
@@ -390,6 +391,15 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	if d := e.s.Differential; d != nil && res.Settled {
 		// Taken now: the namespace is swept when the execution ends.
 		res.final, res.finalErr = e.snapshot(ctx, ns, d)
+	}
+	if res.Settled {
+		for _, es := range e.s.EndStates {
+			objs, err := e.endSnapshot(ctx, ns, es.GVK)
+			if err != nil {
+				return res, harness("%w", err)
+			}
+			res.ends = append(res.ends, objs)
+		}
 	}
 	res.Phases.Judge = time.Since(settled)
 	if ctx.Err() != nil {

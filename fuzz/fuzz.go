@@ -115,7 +115,7 @@ func Fuzz(f *testing.F, s Scenario) {
 			f.Errorf("scenario %s: %v", s.Name, err)
 		}
 	})
-	if fuzzing && (s.Differential != nil || len(s.Counts) > 0) {
+	if fuzzing && (s.Differential != nil || len(s.Counts) > 0 || len(s.EndStates) > 0) {
 		env.prepareReferences(f)
 	}
 	var execs, harnessErrs int
@@ -322,9 +322,9 @@ func (e *Env) prepareReferences(f *testing.F) {
 				f.Logf("scenario %s: the no-lag reference run for %v was not clean: differential off for it", e.s.Name, c)
 			}
 		}
-		if len(e.s.Counts) > 0 && slices.ContainsFunc(e.s.Counts, func(c Count) bool { return c.Max == 0 }) {
-			if _, ok := e.countReference(context.Background(), c); !ok {
-				f.Logf("scenario %s: the no-fault reference runs for %v were not clean: the count oracle does not judge it", e.s.Name, c)
+		if len(e.s.EndStates) > 0 || slices.ContainsFunc(e.s.Counts, func(c Count) bool { return c.Max == 0 }) {
+			if e.learnedReference(context.Background(), c) == nil {
+				f.Logf("scenario %s: the no-fault reference runs for %v were not clean: the count and end-state oracles do not judge it", e.s.Name, c)
 			}
 		}
 	}

@@ -51,6 +51,8 @@ type Result struct {
 	// counts are, per Scenario.Counts, the most live objects per owner
 	// kind in this run (Count).
 	counts []map[string]countPeak
+	// ends are, per Scenario.EndStates, the objects of a settled run.
+	ends []endObjects
 }
 
 // Phases is where one execution's time went, in order: Start (a namespace

@@ -96,6 +96,11 @@ type Scenario struct {
 	// none.
 	Counts []Count
 
+	// EndStates are end-state oracles: kinds whose objects, once a run
+	// settled, must match two no-fault reference runs of its knob settings
+	// where those agree (EndState). Zero: none.
+	EndStates []EndState
+
 	// Crash is the crash oracle: a controller process (Exec.Command) that
 	// exits on its own during the execution, outside a restart the schedule
 	// asked for, or a controller that logs a Go panic ("panic: " at the

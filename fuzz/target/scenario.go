@@ -97,6 +97,13 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		}
 		s.Counts = append(s.Counts, fuzz.Count{GVK: gv.WithKind(c.Kind.Kind), Max: c.Max})
 	}
+	for i, k := range t.Oracles.EndState {
+		gv, err := schema.ParseGroupVersion(k.APIVersion)
+		if err != nil {
+			return s, fmt.Errorf("target %s: oracles.endState[%d].apiVersion %q: %w", t.Name, i, k.APIVersion, err)
+		}
+		s.EndStates = append(s.EndStates, fuzz.EndState{GVK: gv.WithKind(k.Kind)})
+	}
 	crds, err := t.crdPaths()
 	if err != nil {
 		return s, err

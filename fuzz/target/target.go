@@ -176,6 +176,10 @@ type Oracles struct {
 	// more live objects per controller owner than Max, or, with Max zero,
 	// than the no-fault reference runs ever had.
 	Count []Count `yaml:"count"`
+	// EndState are end-state oracles (fuzz.EndState): per kind, a settled
+	// run's objects must match two no-fault reference runs where those
+	// agree.
+	EndState []Kind `yaml:"endState"`
 	// Crash is the crash oracle (fuzz.Scenario's Crash): a controller
 	// that exits on its own outside a restart the schedule asked for, or
 	// logs a Go panic, is a finding. Zero (nil): on; false: an exit is a

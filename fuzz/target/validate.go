@@ -153,6 +153,11 @@ func (t *Target) validate(p *positions) error {
 			bad(errors.New("want apiVersion, kind and a max of 0 (learned from the reference runs) or more"), "oracles", "count", i)
 		}
 	}
+	for i, k := range t.Oracles.EndState {
+		if k.APIVersion == "" || k.Kind == "" {
+			bad(errors.New("want apiVersion and kind"), "oracles", "endState", i)
+		}
+	}
 	if q := t.Oracles.Quiet; q != "" {
 		if _, err := parseDuration(q); err != nil {
 			bad(err, "oracles", "quiet")

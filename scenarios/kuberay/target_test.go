@@ -159,16 +159,17 @@ func TestKubeRayTwoHeads(t *testing.T) {
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
 			}
-			heads := false
+			heads, stays := false, false
 			for _, v := range res.Violations {
 				heads = heads || v.Oracle == "count" && strings.Count(v.Message, "raycluster-head") == 2
+				stays = stays || v.Oracle == "end-state" && strings.Contains(v.Message, "raycluster-head-*#1: present; no no-fault reference run has it")
 			}
 			stuck := false
 			for _, l := range res.Logs.Lines {
 				stuck = stuck || strings.Contains(l.Text, "head pods found") && strings.Contains(l.Text, "Please delete extra head pods")
 			}
-			if heads != c.twoHeads || stuck != c.twoHeads {
-				t.Errorf("schedule %s: two live head Pods %v, the operator refusing to go on %v; want %v\n%s", sched, heads, stuck, c.twoHeads, summary(sched, res))
+			if heads != c.twoHeads || stuck != c.twoHeads || stays != c.twoHeads {
+				t.Errorf("schedule %s: two live head Pods %v, the second still there at the end %v, the operator refusing to go on %v; want %v\n%s", sched, heads, stays, stuck, c.twoHeads, summary(sched, res))
 			}
 		})
 	}

@@ -1,0 +1,49 @@
+package fuzz
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestEndReference: paths the two reference runs disagree on are masked,
+// volatile fields are never compared, an object only one reference run has
+// is not judged, and a run's extra object, missing object or changed field
+// is named.
+func TestEndReference(t *testing.T) {
+	obj := func(name string, data map[string]any) map[string]string {
+		flat := map[string]string{}
+		flatten("", map[string]any{"metadata": map[string]any{"name": name, "resourceVersion": "7", "uid": "u-" + name,
+			"creationTimestamp": "2026-11-25T00:00:00Z"}, "data": data, "status": map[string]any{"lastSyncTime": "x"}}, flat)
+		return flat
+	}
+	a := endObjects{"cm": obj("cm", map[string]any{"k": "v", "seen": "1"}), "once": obj("once", nil)}
+	b := endObjects{"cm": obj("cm", map[string]any{"k": "v", "seen": "2"})}
+	ref := newEndReference(a, b)
+	if _, ok := a["cm"]["metadata.resourceVersion"]; ok {
+		t.Errorf("metadata.resourceVersion was flattened: volatile fields are never compared")
+	}
+	if _, ok := a["cm"]["status.lastSyncTime"]; ok {
+		t.Errorf("status.lastSyncTime was flattened: a field named ...Time is volatile")
+	}
+	for _, c := range []struct {
+		name string
+		got  endObjects
+		want []string // substrings, one per message; none: clean
+	}{
+		{"same, masked field differs", endObjects{"cm": obj("cm", map[string]any{"k": "v", "seen": "3"})}, nil},
+		{"changed field", endObjects{"cm": obj("cm", map[string]any{"k": "w", "seen": "1"})}, []string{`ConfigMap cm: data.k="w" (reference runs: "v")`}},
+		{"missing", endObjects{}, []string{"ConfigMap cm: missing; both no-fault reference runs have it"}},
+		{"extra", endObjects{"cm": obj("cm", map[string]any{"k": "v"}), "dup": obj("dup", nil)}, []string{"ConfigMap dup: present; no no-fault reference run has it"}},
+	} {
+		got := ref.judge("ConfigMap", c.got)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: got %q, want %d message(s) %q", c.name, got, len(c.want), c.want)
+			continue
+		}
+		for i, w := range c.want {
+			if !strings.Contains(got[i], w) {
+				t.Errorf("%s: message %q does not say %q", c.name, got[i], w)
+			}
+		}
+	}
+}
