@@ -106,7 +106,8 @@
 // (Scenario.Differential), count safety (Scenario.Counts: live objects per
 // controller owner, judged on the apiserver's own history from a direct
 // watch, against a limit given or learned from two no-fault reference runs
-// per knob setting), crash (Scenario.Crash: a controller that exits on its
+// per knob setting), end state (Scenario.EndStates: a settled run's
+// objects against the same reference runs, where those agree), crash (Scenario.Crash: a controller that exits on its
 // own or logs a Go panic), and the scenario's own Checks. A violation is
 // reported with the schedule in readable form, the oracle's message naming
 // object and field, a timeline, the blind-write audit of its writes (package
