@@ -23,11 +23,20 @@ import (
 // managedFields, and every field whose name ends in Time or Timestamp).
 // Objects are matched by name, or, for a generated name, by their
 // controller owner and generateName, in the order of their contents (a
-// replica index orders them; a random suffix does not). A run that never
+// replica index orders them; a random suffix does not). Two runs cannot
+// show every nondeterminism (which of two workers a scale-down deletes at
+// random): before a difference is reported, EndStateConfirmations more
+// no-fault runs of the knob settings widen the mask, once per setting, and
+// only what none of them shows is a violation. A run that never
 // settled is not judged.
 type EndState struct {
 	GVK schema.GroupVersionKind
 }
+
+// EndStateConfirmations is how many more no-fault runs widen a knob
+// setting's end-state masks, the first time a run differs from its two
+// reference runs.
+const EndStateConfirmations = 4
 
 // endObjects is one run's objects of one kind: by key (name, or owner and
 // generateName with an index), each flattened to dotted path → JSON value.
@@ -165,6 +174,38 @@ func newEndReference(a, b endObjects) endReference {
 		}
 	}
 	return r
+}
+
+// widen masks what another no-fault run o shows differently: its paths
+// that differ, and whole objects it lacks or adds.
+func (r endReference) widen(o endObjects) {
+	for key, want := range r.objects {
+		m := r.masked[key]
+		if m == nil {
+			continue
+		}
+		have, ok := o[key]
+		if !ok {
+			r.masked[key] = nil
+			continue
+		}
+		for p, v := range want {
+			if have[p] != v {
+				m[p] = true
+			}
+		}
+		for p := range have {
+			if _, ok := want[p]; !ok {
+				m[p] = true
+			}
+		}
+	}
+	for key := range o {
+		if _, ok := r.objects[key]; !ok {
+			r.objects[key] = nil
+			r.masked[key] = nil
+		}
+	}
 }
 
 // judge compares a run's objects with the reference, returning one

@@ -47,3 +47,21 @@ func TestEndReference(t *testing.T) {
 		}
 	}
 }
+
+// TestEndReferenceWiden: a further no-fault run that shows another value,
+// or lacks an object, masks that value, or that object, from then on.
+func TestEndReferenceWiden(t *testing.T) {
+	flat := func(v string) map[string]string { return map[string]string{"data.k": `"` + v + `"`} }
+	ref := newEndReference(endObjects{"cm": flat("v"), "x": flat("1")}, endObjects{"cm": flat("v"), "x": flat("1")})
+	run := endObjects{"cm": flat("w")}
+	if got := ref.judge("ConfigMap", run); len(got) != 2 {
+		t.Fatalf("before widening: %q, want the changed field and the missing object", got)
+	}
+	ref.widen(endObjects{"cm": flat("w")})
+	if got := ref.judge("ConfigMap", run); len(got) != 0 {
+		t.Errorf("after a no-fault run showed data.k=w and no x: %q, want nothing", got)
+	}
+	if got := ref.judge("ConfigMap", endObjects{"cm": flat("z")}); len(got) != 0 {
+		t.Errorf("a masked path stays masked: %q", got)
+	}
+}
