@@ -31,6 +31,11 @@ import (
 // settled is not judged.
 type EndState struct {
 	GVK schema.GroupVersionKind
+	// Ignore are dotted paths (and everything below them) never compared:
+	// what the controller sets differently by design in runs the
+	// reference runs happen not to show ("metadata.labels.ray.io/worker-group-replica-index"
+	// of the worker a scale-down keeps at random). Zero: none.
+	Ignore []string
 }
 
 // EndStateConfirmations is how many more no-fault runs widen a knob
@@ -43,7 +48,7 @@ const EndStateConfirmations = 4
 type endObjects map[string]map[string]string
 
 // endSnapshot lists the kind in ns and flattens each object.
-func (e *Env) endSnapshot(ctx context.Context, ns string, gvk schema.GroupVersionKind) (endObjects, error) {
+func (e *Env) endSnapshot(ctx context.Context, ns string, gvk schema.GroupVersionKind, ignore []string) (endObjects, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := e.direct.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -54,6 +59,13 @@ func (e *Env) endSnapshot(ctx context.Context, ns string, gvk schema.GroupVersio
 	for _, o := range list.Items {
 		flat := map[string]string{}
 		flatten("", o.Object, flat)
+		for p := range flat {
+			for _, ig := range ignore {
+				if p == ig || strings.HasPrefix(p, ig+".") || strings.HasPrefix(p, ig+"[") {
+					delete(flat, p)
+				}
+			}
+		}
 		g := o.GetGenerateName()
 		if g == "" {
 			out[o.GetName()] = flat

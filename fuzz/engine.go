@@ -394,7 +394,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	}
 	if res.Settled {
 		for _, es := range e.s.EndStates {
-			objs, err := e.endSnapshot(ctx, ns, es.GVK)
+			objs, err := e.endSnapshot(ctx, ns, es.GVK, es.Ignore)
 			if err != nil {
 				return res, harness("%w", err)
 			}

@@ -121,7 +121,7 @@ func typeError(file, msg string) error {
 var yamlTypes = map[string]reflect.Type{}
 
 func init() {
-	for _, v := range []any{Target{}, Controller{}, Kubeconfig{}, Knob{}, Step{}, Apply{}, Object{}, Patch{}, Wait{}, Faults{}, Oracles{}, Kind{}, Count{}, Builtins{}, Kubelet{}} {
+	for _, v := range []any{Target{}, Controller{}, Kubeconfig{}, Knob{}, Step{}, Apply{}, Object{}, Patch{}, Wait{}, Faults{}, Oracles{}, Kind{}, Count{}, Builtins{}, Kubelet{}, EndState{}} {
 		t := reflect.TypeOf(v)
 		yamlTypes[t.Name()] = t
 	}

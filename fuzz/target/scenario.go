@@ -102,7 +102,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		if err != nil {
 			return s, fmt.Errorf("target %s: oracles.endState[%d].apiVersion %q: %w", t.Name, i, k.APIVersion, err)
 		}
-		s.EndStates = append(s.EndStates, fuzz.EndState{GVK: gv.WithKind(k.Kind)})
+		s.EndStates = append(s.EndStates, fuzz.EndState{GVK: gv.WithKind(k.Kind.Kind), Ignore: k.Ignore})
 	}
 	crds, err := t.crdPaths()
 	if err != nil {

@@ -179,7 +179,7 @@ type Oracles struct {
 	// EndState are end-state oracles (fuzz.EndState): per kind, a settled
 	// run's objects must match two no-fault reference runs where those
 	// agree.
-	EndState []Kind `yaml:"endState"`
+	EndState []EndState `yaml:"endState"`
 	// Crash is the crash oracle (fuzz.Scenario's Crash): a controller
 	// that exits on its own outside a restart the schedule asked for, or
 	// logs a Go panic, is a finding. Zero (nil): on; false: an exit is a
@@ -199,6 +199,13 @@ type Count struct {
 	// Max is the most live objects one owner may have at once. Zero:
 	// learned from the reference runs.
 	Max int `yaml:"max"`
+}
+
+// EndState is one end-state oracle.
+type EndState struct {
+	Kind `yaml:",inline"`
+	// Ignore are dotted paths never compared (fuzz.EndState.Ignore).
+	Ignore []string `yaml:"ignore"`
 }
 
 // Kind is an apiVersion and kind.

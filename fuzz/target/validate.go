@@ -154,7 +154,7 @@ func (t *Target) validate(p *positions) error {
 		}
 	}
 	for i, k := range t.Oracles.EndState {
-		if k.APIVersion == "" || k.Kind == "" {
+		if k.APIVersion == "" || k.Kind.Kind == "" {
 			bad(errors.New("want apiVersion and kind"), "oracles", "endState", i)
 		}
 	}
