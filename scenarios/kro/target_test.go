@@ -104,42 +104,11 @@ func env(t *testing.T, keep bool) *fuzz.Env {
 	return e
 }
 
-// summary is what one run did: writes per client, verb and resource,
-// violations, phase times and the controllers' log.
+// summary is what one run did: res.Report (schedule, violations, the
+// timeline of writes and events, the controllers' last lines, the audit of
+// writes per client, verb and resource), with its phase times.
 func summary(sched fuzz.Schedule, res *fuzz.Result) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "schedule %s: namespace %s, elapsed %v, settled %v\n", sched, res.Namespace, res.Elapsed, res.Settled)
-	fmt.Fprintf(&b, "phases: %s\n", res.Phases)
-	writes := map[string]int{}
-	var cms []string
-	for _, r := range res.Trace.Requests {
-		if r.DryRun {
-			continue
-		}
-		switch r.Verb {
-		case "create", "update", "patch", "delete", "deletecollection":
-			rs := r.Resource
-			if r.Subresource != "" {
-				rs += "/" + r.Subresource
-			}
-			writes[fmt.Sprintf("%s %s %s %d", r.Client, r.Verb, rs, r.Code)]++
-			if r.Resource == "configmaps" || r.Resource == "chains" {
-				cms = append(cms, fmt.Sprintf("%s %s %s/%s %s %d", r.Start.Sub(res.Mark).Round(time.Millisecond), r.Verb, rs, r.Name, r.Client, r.Code))
-			}
-		}
-	}
-	fmt.Fprintf(&b, "writes (client verb resource code: count):\n")
-	for _, k := range slices.Sorted(maps.Keys(writes)) {
-		fmt.Fprintf(&b, "  %s: %d\n", k, writes[k])
-	}
-	fmt.Fprintf(&b, "writes to chains and configmaps, after the mark:\n  %s\n", strings.Join(cms, "\n  "))
-	fmt.Fprintf(&b, "violations: %d\n", len(res.Violations))
-	for _, v := range res.Violations {
-		fmt.Fprintf(&b, "  %s: %s\n", v.Oracle, v.Message)
-	}
-	fmt.Fprintf(&b, "controllers' log:\n")
-	_ = res.Logs.WriteTo(&b, res.Mark)
-	return b.String()
+	return fmt.Sprintf("schedule %s: settled %v, phases %s\n%s", sched, res.Settled, res.Phases, res.Report())
 }
 
 // TestKRO runs KRO without faults: the instance kept, and deleted at each

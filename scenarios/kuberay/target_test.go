@@ -3,9 +3,7 @@ package kuberay_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,48 +73,12 @@ func pods(res *fuzz.Result) (created, deleted int) {
 	return created, deleted
 }
 
-// summary is what one run did: pods created and deleted (from the trace:
-// the namespace is swept after the run), writes per resource, violations,
-// phase times and the controllers' log.
+// summary is what one run did: the Pods created and deleted, then
+// res.Report (schedule, violations, timeline, the controllers' last lines,
+// the audit of writes per client, verb and resource), with its phase times.
 func summary(sched fuzz.Schedule, res *fuzz.Result) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "schedule %s: namespace %s, elapsed %v, settled %v\n", sched, res.Namespace, res.Elapsed, res.Settled)
-	fmt.Fprintf(&b, "phases: %s\n", res.Phases)
-	created, deleted := 0, 0
-	var createdNames []string
-	writes := map[string]int{}
-	for _, r := range res.Trace.Requests {
-		if r.DryRun {
-			continue
-		}
-		if r.Resource == "pods" && r.Subresource == "" && r.Verb == "create" && r.Code == 201 {
-			created++
-			createdNames = append(createdNames, r.Name)
-		}
-		if r.Resource == "pods" && r.Subresource == "" && r.Verb == "delete" && r.Code/100 == 2 {
-			deleted++
-		}
-		switch r.Verb {
-		case "create", "update", "patch", "delete", "deletecollection":
-			res := r.Resource
-			if r.Subresource != "" {
-				res += "/" + r.Subresource
-			}
-			writes[fmt.Sprintf("%s %s %s %d", r.Client, r.Verb, res, r.Code)]++
-		}
-	}
-	fmt.Fprintf(&b, "pods created: %d %v; pods deleted: %d\n", created, createdNames, deleted)
-	fmt.Fprintf(&b, "writes (client verb resource code: count):\n")
-	for _, k := range slices.Sorted(maps.Keys(writes)) {
-		fmt.Fprintf(&b, "  %s: %d\n", k, writes[k])
-	}
-	fmt.Fprintf(&b, "violations: %d\n", len(res.Violations))
-	for _, v := range res.Violations {
-		fmt.Fprintf(&b, "  %s: %s\n", v.Oracle, v.Message)
-	}
-	fmt.Fprintf(&b, "controllers' log:\n")
-	_ = res.Logs.WriteTo(&b, res.Mark)
-	return b.String()
+	created, deleted := pods(res)
+	return fmt.Sprintf("schedule %s: settled %v, phases %s; pods created: %d, deleted: %d\n%s", sched, res.Settled, res.Phases, created, deleted, res.Report())
 }
 
 // TestKubeRayTwoHeads is the second finding's regression row: restarted
