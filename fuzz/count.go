@@ -243,6 +243,9 @@ type learned struct {
 	// widened says the end-state masks were widened by more no-fault runs
 	// (EndStateConfirmations).
 	widened bool
+	// settled says both reference runs settled (the storm oracle judges
+	// only knob settings whose reference runs did).
+	settled bool
 }
 
 // learnedReference runs the two no-fault reference runs of knobs on first
@@ -254,7 +257,7 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 		return ref
 	}
 	e.learnedRefs[key] = nil
-	ref := &learned{counts: make([]map[string]int, len(e.s.Counts))}
+	ref := &learned{counts: make([]map[string]int, len(e.s.Counts)), settled: true}
 	var ends [2][]endObjects
 	for run := range 2 {
 		res, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
@@ -271,6 +274,7 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 			}
 		}
 		ends[run] = res.ends
+		ref.settled = ref.settled && res.Settled
 	}
 	for i := range e.s.EndStates {
 		ref.ends = append(ref.ends, newEndReference(ends[0][i], ends[1][i]))

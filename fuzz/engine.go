@@ -217,7 +217,14 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 	}
 	try := func() (*Result, error) {
 		res, err := e.run(ctx, sched, o)
-		if d := e.s.Differential; err == nil && d != nil {
+		stormed := false
+		if h, ok := errors.AsType[*HarnessError](err); res != nil && (err == nil || ok && h.Unsettled) {
+			// A storm is why the run never settled: judged, not retried.
+			if stormed = e.judgeStorm(ctx, res); stormed {
+				err = nil
+			}
+		}
+		if d := e.s.Differential; err == nil && d != nil && !stormed {
 			if !res.Settled {
 				// Its final state is not final: a slow run, not a finding.
 				return res, &HarnessError{Err: fmt.Errorf("the run never settled, so its final %s state cannot be compared with the reference run's", d.GVK.Kind), Unsettled: true}
@@ -372,6 +379,9 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	res.Phases.Lag = max(0, lagOver.Sub(driven))
 	res.Phases.Settle = settled.Sub(maxTime(lagOver, driven))
 	x.settled, x.lagOver = res.Settled, lagOver
+	if e.s.Storm && !res.Settled {
+		res.storm = storm(e.proxy.Trace().Since(trace.Cursor{}), x.mark, lagOver)
+	}
 	x.mu.Lock()
 	res.Restarts = slices.Clone(x.restarts)
 	x.mu.Unlock()

@@ -322,7 +322,7 @@ func (e *Env) prepareReferences(f *testing.F) {
 				f.Logf("scenario %s: the no-lag reference run for %v was not clean: differential off for it", e.s.Name, c)
 			}
 		}
-		if len(e.s.EndStates) > 0 || slices.ContainsFunc(e.s.Counts, func(c Count) bool { return c.Max == 0 }) {
+		if e.s.Storm || len(e.s.EndStates) > 0 || slices.ContainsFunc(e.s.Counts, func(c Count) bool { return c.Max == 0 }) {
 			ref := e.learnedReference(context.Background(), c)
 			if ref == nil {
 				f.Logf("scenario %s: the no-fault reference runs for %v were not clean: the count and end-state oracles do not judge it", e.s.Name, c)

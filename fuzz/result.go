@@ -53,6 +53,9 @@ type Result struct {
 	counts []map[string]countPeak
 	// ends are, per Scenario.EndStates, the objects of a settled run.
 	ends []endObjects
+	// storm is, for an unsettled run of a Storm scenario, how its writes
+	// got nowhere once the faults were over (judged by Env.judgeStorm).
+	storm string
 }
 
 // Phases is where one execution's time went, in order: Start (a namespace

@@ -111,6 +111,18 @@ type Scenario struct {
 	// Zero: an exit is a harness error and a panic is not looked for.
 	Crash bool
 
+	// Storm is the storm oracle: a run that never settled because, once the
+	// faults were over, its controllers kept writing and got nowhere (the
+	// convergence oracle's noProgress: writes that meet 409, fail or change
+	// nothing, and none or fewer that change an object) or went round in
+	// circles (a field of one object set back to a value it had held, by
+	// successful writes, StormFlaps times), while the two no-fault
+	// reference runs of the same knob settings settled. The violation names
+	// the object, the field and the clients. A run whose reference runs did
+	// not settle is not judged; one that writes on with progress is a slow
+	// machine (a harness error), never a storm. Zero: not judged.
+	Storm bool
+
 	// Differential, when set, compares each execution's final state with a
 	// no-lag reference run of the same knob settings.
 	Differential *Differential

@@ -6,7 +6,7 @@
 // stand-in: Builtins), the knobs, the workload (ordered steps: apply,
 // patch, delete, wait), the fault scope and the oracles (convergence by
 // kstatus, lost update, count safety and end state learned from reference
-// runs, crash). A Target is the same declaration as a Go value; Scenario
+// runs, crash, storm). A Target is the same declaration as a Go value; Scenario
 // turns it into a fuzz.Scenario that the engine runs like a hand-written one.
 //
 // # Contract

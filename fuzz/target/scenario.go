@@ -56,6 +56,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		LostUpdates: t.Oracles.LostUpdates,
 		KnownBug:    t.Oracles.KnownBug,
 		Crash:       t.Oracles.Crash == nil || *t.Oracles.Crash,
+		Storm:       t.Oracles.Storm == nil || *t.Oracles.Storm,
 	}
 	if len(s.Resources) == 0 {
 		return s, fmt.Errorf("target %s: no resource to fault: list the resources under faults.resources, or each controller's watches", t.Name)

@@ -185,6 +185,12 @@ type Oracles struct {
 	// logs a Go panic, is a finding. Zero (nil): on; false: an exit is a
 	// harness error.
 	Crash *bool `yaml:"crash"`
+	// Storm is the storm oracle (fuzz.Scenario's Storm): a run that never
+	// settles because, once the faults are over, its controllers' writes
+	// get nowhere (409 after 409, failures, writes that change nothing) or
+	// set a field back and forth, while the no-fault reference runs
+	// settled. Zero (nil): on; false: such a run is a harness error.
+	Storm *bool `yaml:"storm"`
 	// Quiet is how long nothing must be written for a run to count as
 	// settled. Zero: the engine's default.
 	Quiet string `yaml:"quiet"`

@@ -179,7 +179,7 @@ func TestKubeRayDuplicate(t *testing.T) {
 
 // TestFalseAlarms: executions whose events are only delayed as much as the
 // apiserver delayed them in the no-fault reference runs raise no violation
-// of the count, lost-update or crash oracle. It runs only with
+// of the count, end-state, lost-update, crash or storm oracle. It runs only with
 // STALEFUZZ_FALSE_ALARMS=N (make false-alarms-targets: 200): each knob
 // setting's two reference runs and N executions take minutes.
 func TestFalseAlarms(t *testing.T) {

@@ -12,6 +12,9 @@ means a relist. It writes with PUT of its cached copy:
   MODE=blind       drops metadata.resourceVersion (an unconditional update):
                    a stale copy overwrites whatever changed since, as a
                    client that "just updates" does.
+RETRY=same makes it, on a 409 Conflict, send the same stale copy again every
+100 ms instead of waiting for the next event: a retry loop that never
+rereads, the storm oracle's example (its writes go on and get nowhere).
 CRASH_ON, when set, makes it exit as a Go controller's panic would when
 data.desired equals it: the example of a crash for the crash oracle.
 Its kubeconfig ($KUBECONFIG) is read for the three fields it needs: server,
@@ -68,12 +71,18 @@ def reconcile(cache, name):
     new.setdefault("data", {})["observed"] = data.get("desired")
     if MODE == "blind":
         new["metadata"].pop("resourceVersion", None)
-    try:
-        with request("PUT", f"{BASE}/{name}", new) as resp:
-            cache[name] = json.load(resp)
-        log(f"mirrored {name}: observed={data.get('desired')!r}")
-    except urllib.error.HTTPError as e:
-        log(f"update {name}: {e.code} {e.reason}: waiting for the next event")
+    while True:
+        try:
+            with request("PUT", f"{BASE}/{name}", new) as resp:
+                cache[name] = json.load(resp)
+            log(f"mirrored {name}: observed={data.get('desired')!r}")
+        except urllib.error.HTTPError as e:
+            if e.code == 409 and os.environ.get("RETRY") == "same":
+                log(f"update {name}: {e.code} {e.reason}: trying the same copy again")
+                time.sleep(0.1)
+                continue
+            log(f"update {name}: {e.code} {e.reason}: waiting for the next event")
+        return
 
 
 def main():

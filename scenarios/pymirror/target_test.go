@@ -150,9 +150,9 @@ func TestCrash(t *testing.T) {
 
 // TestFalseAlarms: executions whose events are only delayed as much as the
 // apiserver delayed them in the no-fault reference runs raise no violation
-// of any oracle the target file enables (lost update, crash), in either
-// write mode. STALEFUZZ_FALSE_ALARMS=N runs N executions (make
-// false-alarms-targets: 200) instead of 8, and prints the figure.
+// of any oracle the target file enables (lost update, end state, crash,
+// storm), in either write mode. STALEFUZZ_FALSE_ALARMS=N runs N executions
+// (make false-alarms-targets: 200) instead of 8, and prints the figure.
 func TestFalseAlarms(t *testing.T) {
 	n := 8
 	if v := os.Getenv("STALEFUZZ_FALSE_ALARMS"); v != "" {
@@ -171,5 +171,55 @@ func TestFalseAlarms(t *testing.T) {
 	}
 	if f.Executions < n*3/4 {
 		t.Errorf("only %d of %d executions could be judged: %s", f.Executions, n, f)
+	}
+}
+
+// TestStorm: a controller that answers a 409 by sending the same stale copy
+// again, forever, is the storm oracle's finding (on by default in a target
+// file) once late events make its first write stale: the violation names
+// the 409s and the client. The same controller without faults settles, and
+// so does the control that waits for the next event instead.
+func TestStorm(t *testing.T) {
+	tg, err := target.Load("testdata/storm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := target.StartEnv(t, tg)
+	const same, control = 0, 1 // knob retry
+	late := []fuzz.Step{{Client: "mirror", Resource: "configmaps", Action: proxy.Delay, Delay: 300 * time.Millisecond, Start: 0, Length: 2 * time.Second}}
+	for _, c := range []struct {
+		name  string
+		retry int
+		steps []fuzz.Step
+		storm bool
+	}{
+		{"retrying the same copy, events 300ms late", same, late, true},
+		{"retrying the same copy, no fault", same, nil, false},
+		{"waiting for the next event, events 300ms late", control, late, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"retry": c.retry}, Steps: c.steps}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			var storms []string
+			for _, v := range res.Violations {
+				if v.Oracle == "storm" {
+					storms = append(storms, v.Message)
+				} else {
+					t.Errorf("schedule %s: unexpected violation: %s: %s", sched, v.Oracle, v.Message)
+				}
+			}
+			if got := len(storms) > 0; got != c.storm {
+				t.Fatalf("schedule %s: storm: got %v, want %v (settled %v): %v\n%s", sched, got, c.storm, res.Settled, storms, res.Report())
+			}
+			if c.storm {
+				if msg := storms[0]; !strings.Contains(msg, "met 409 Conflict") || !strings.Contains(msg, "by mirror") || !strings.Contains(msg, "reference runs of these knob settings settled") {
+					t.Errorf("schedule %s: the storm's message should count the 409s and name the client and the reference runs: %s", sched, msg)
+				}
+				t.Logf("schedule %s: %s", sched, storms[0])
+			}
+		})
 	}
 }

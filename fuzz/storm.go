@@ -1,0 +1,118 @@
+package fuzz
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// StormFlaps is how many times a field must be set back to a value it had
+// held since the faults were over for the storm oracle to call the writes a
+// circle: three returns are A B A B A, two writers or one confused one
+// undoing each other, which no healthy controller does once its caches are
+// current.
+const StormFlaps = 3
+
+// storm describes, for an unsettled run, how its controllers' writes since
+// lagOver got nowhere; "" when they made progress (a slow machine, not a
+// storm). It reads the trace only.
+func storm(tr trace.Trace, mark, lagOver time.Time) string {
+	if lagOver.IsZero() {
+		return ""
+	}
+	w := writesSince(tr, lagOver)
+	if w.noProgress() {
+		return fmt.Sprintf("once the faults were over (t+%.2fs) its controllers kept writing without progress: %s; %d writes since the last that changed an object (by %s)",
+			lagOver.Sub(mark).Seconds(), w, w.retries, strings.Join(writersSince(tr, lagOver), ", "))
+	}
+	if f, ok := flapping(tr, mark, lagOver); ok {
+		return f
+	}
+	return ""
+}
+
+// writersSince lists the clients that wrote from since on.
+func writersSince(tr trace.Trace, since time.Time) []string {
+	var cs []string
+	for _, r := range tr.Requests {
+		if r.IsWrite() && !r.DryRun && !r.Start.Before(since) && !slices.Contains(cs, r.Client) {
+			cs = append(cs, r.Client)
+		}
+	}
+	slices.Sort(cs)
+	return cs
+}
+
+// flapping finds a field of one object that successful writes from since
+// on set back to a value it had held StormFlaps times or more, and
+// describes it.
+func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
+	type field struct {
+		obj  trace.Object
+		path string
+	}
+	type history struct {
+		values  []string // distinct consecutive values, in write order
+		returns int
+		clients []string
+	}
+	reqs := slices.Clone(tr.Requests)
+	slices.SortStableFunc(reqs, func(a, b trace.Request) int { return a.Start.Compare(b.Start) })
+	hs := map[field]*history{}
+	var order []field
+	for _, r := range reqs {
+		if !r.IsWrite() || r.DryRun || r.Code/100 != 2 || r.Write == nil || r.Start.Before(since) {
+			continue
+		}
+		for path, v := range r.Write.Set {
+			f := field{r.Object(), path}
+			h := hs[f]
+			if h == nil {
+				h = &history{}
+				hs[f] = h
+				order = append(order, f)
+			}
+			if n := len(h.values); n > 0 && h.values[n-1] == v {
+				continue
+			}
+			if slices.Contains(h.values, v) {
+				h.returns++
+			}
+			h.values = append(h.values, v)
+			if !slices.Contains(h.clients, r.Client) {
+				h.clients = append(h.clients, r.Client)
+			}
+		}
+	}
+	for _, f := range order {
+		h := hs[f]
+		if h.returns < StormFlaps {
+			continue
+		}
+		shown := h.values
+		if len(shown) > 6 {
+			shown = shown[len(shown)-6:]
+		}
+		return fmt.Sprintf("once the faults were over (t+%.2fs) %s's %s was set back to a value it had held %d times by successful writes (by %s): ... %s",
+			since.Sub(mark).Seconds(), f.obj, f.path, h.returns, strings.Join(h.clients, ", "), strings.Join(shown, " → ")), true
+	}
+	return "", false
+}
+
+// judgeStorm turns res's storm candidate into a violation when the no-fault
+// reference runs of its knob settings settled; reports whether it did.
+func (e *Env) judgeStorm(ctx context.Context, res *Result) bool {
+	if res.storm == "" || slices.ContainsFunc(res.Violations, func(v Violation) bool { return v.Oracle == "convergence" }) {
+		return false // the convergence violation already says it
+	}
+	ref := e.learnedReference(ctx, res.Schedule.Knobs)
+	if ref == nil || !ref.settled {
+		return false
+	}
+	res.violate("storm", fmt.Sprintf("the run never settled: %s; the no-fault reference runs of these knob settings settled", res.storm))
+	return true
+}

@@ -1,0 +1,59 @@
+package fuzz
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// stormTrace is one object's successful updates by client c from mark on,
+// one every 100 ms, each setting spec.x to the next of values; a 409 for
+// each "409".
+func stormTrace(mark time.Time, c string, values ...string) trace.Trace {
+	var tr trace.Trace
+	rv := 100
+	for i, v := range values {
+		r := trace.Request{Client: c, Verb: "update", Resource: "widgets", Namespace: "ns", Name: "w", Start: mark.Add(time.Duration(i) * 100 * time.Millisecond)}
+		if v == "409" {
+			r.Code = 409
+		} else {
+			rv++
+			r.Code, r.ReturnedRV, r.Write = 200, strconv.Itoa(rv), &trace.Write{Set: map[string]string{"spec.x": v}}
+		}
+		tr.Requests = append(tr.Requests, r)
+	}
+	return tr
+}
+
+func TestStormJudgesOnlyWhatGetsNowhere(t *testing.T) {
+	mark := time.Unix(1000, 0)
+	lagOver := mark.Add(150 * time.Millisecond) // the first two writes are before it
+	for _, c := range []struct {
+		name   string
+		values []string
+		want   string // in the message; "" for no storm
+	}{
+		{"a field set back and forth", []string{"x", "y", "a", "b", "a", "b", "a"}, "spec.x was set back to a value it had held 3 times"},
+		{"two returns are not yet a circle", []string{"x", "y", "a", "b", "a", "b"}, ""},
+		{"a slow controller's progress", []string{"a", "b", "c", "d", "e", "f"}, ""},
+		{"409 after 409", []string{"a", "409", "409", "409", "409"}, "3 met 409 Conflict"},
+		{"circles before the faults were over do not count", []string{"a", "b", "a", "b", "a", "c"}, ""},
+		{"no write at all", nil, ""},
+	} {
+		got := storm(stormTrace(mark, "ctl", c.values...), mark, lagOver)
+		switch {
+		case c.want == "" && got != "":
+			t.Errorf("%s: want no storm, got %q", c.name, got)
+		case c.want != "" && !strings.Contains(got, c.want):
+			t.Errorf("%s: want a storm saying %q, got %q", c.name, c.want, got)
+		case c.want != "" && !strings.Contains(got, "by ctl"):
+			t.Errorf("%s: the storm should name its writer: %q", c.name, got)
+		}
+	}
+	if got := storm(stormTrace(mark, "ctl", "a", "409", "409", "409", "409"), mark, time.Time{}); got != "" {
+		t.Errorf("a run whose faults never ended is no storm: %q", got)
+	}
+}
