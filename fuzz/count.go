@@ -154,10 +154,10 @@ func (k *counter) peaks() map[string]countPeak {
 
 // learnedOracles judges res by the oracles whose limits are learned from
 // no-fault reference runs: count safety (Max, or what the reference runs
-// had) and end state.
+// had), lost update over any field, and end state.
 func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 	var ref *learned
-	need := len(e.s.EndStates) > 0 || slices.ContainsFunc(e.s.Counts, func(c Count) bool { return c.Max == 0 })
+	need := e.s.needsLearned()
 	if need {
 		ref = e.learnedReference(ctx, res.Schedule.Knobs)
 	}
@@ -188,6 +188,13 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 			res.Violations = append(res.Violations, Violation{Oracle: "count", Subject: fmt.Sprintf("%s of %s", c.GVK.Kind, p.owner), At: p.at,
 				Message: fmt.Sprintf("%s (namespace %s) had %d live %ss at once at t+%.2fs (resourceVersion %d: %s); %s never had more than %d per %s",
 					p.owner, res.Namespace, p.n, c.GVK.Kind, p.at.Sub(res.Mark).Seconds(), p.rv, strings.Join(p.names, ", "), learned, limit, cmp.Or(ownerKind, "object without owner"))})
+		}
+	}
+	if e.s.LostUpdatesAnyField && ref != nil {
+		for _, l := range lostUpdatesAnyField(res.Trace, res.direct, ref.rewritten) {
+			if !slices.Contains(e.s.LostUpdates, l.path) { // judged already
+				res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Subject: l.obj.String(), Message: l.msg, At: l.at})
+			}
 		}
 	}
 	if ref == nil || !res.Settled {
@@ -246,6 +253,9 @@ type learned struct {
 	// settled says both reference runs settled (the storm oracle judges
 	// only knob settings whose reference runs did).
 	settled bool
+	// rewritten are the fields a controller changed in the reference runs
+	// (anyFieldKey), which Scenario.LostUpdatesAnyField does not judge.
+	rewritten map[string]bool
 }
 
 // learnedReference runs the two no-fault reference runs of knobs on first
@@ -257,7 +267,7 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 		return ref
 	}
 	e.learnedRefs[key] = nil
-	ref := &learned{counts: make([]map[string]int, len(e.s.Counts)), settled: true}
+	ref := &learned{counts: make([]map[string]int, len(e.s.Counts)), settled: true, rewritten: map[string]bool{}}
 	var ends [2][]endObjects
 	for run := range 2 {
 		res, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
@@ -275,10 +285,17 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 		}
 		ends[run] = res.ends
 		ref.settled = ref.settled && res.Settled
+		rewrittenFields(res.Trace, res.direct, ref.rewritten)
 	}
 	for i := range e.s.EndStates {
 		ref.ends = append(ref.ends, newEndReference(ends[0][i], ends[1][i]))
 	}
 	e.learnedRefs[key] = ref
 	return ref
+}
+
+// needsLearned says whether an oracle of s learns from the no-fault
+// reference runs (besides Storm, which only asks whether they settled).
+func (s *Scenario) needsLearned() bool {
+	return len(s.EndStates) > 0 || s.LostUpdatesAnyField || slices.ContainsFunc(s.Counts, func(c Count) bool { return c.Max == 0 })
 }

@@ -231,7 +231,7 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 			}
 			e.differential(ctx, res)
 		}
-		if err == nil && (len(e.s.Counts) > 0 || len(e.s.EndStates) > 0) {
+		if err == nil && (len(e.s.Counts) > 0 || len(e.s.EndStates) > 0 || e.s.LostUpdatesAnyField) {
 			e.learnedOracles(ctx, res)
 		}
 		return res, err
@@ -297,7 +297,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 
 	xctx, xcancel := context.WithCancel(ctx)
 	x := &Exec{Namespace: ns, Schedule: sched, env: e, dir: dir, ctx: xctx}
-	x.Direct = recordingClient(e.direct, e.s.LostUpdates, x.wroteDirect)
+	x.Direct = recordingClient(e.direct, e.s.LostUpdates, e.s.LostUpdatesAnyField, x.wroteDirect)
 	res = &Result{Scenario: e.s.Name, Namespace: ns, Schedule: sched}
 	defer func() {
 		xcancel()

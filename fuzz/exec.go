@@ -87,12 +87,15 @@ type directWrite struct {
 	// fields are the written object's values at Scenario.LostUpdates'
 	// paths, as the trace records a controller's (proxy.FieldValues).
 	fields map[string]string
-	at     time.Time // when it was answered
+	// set is what the write's body set (proxy.BodyValues), with
+	// Scenario.LostUpdatesAnyField.
+	set map[string]string
+	at  time.Time // when it was answered
 }
 
-func (x *Exec) wroteDirect(obj trace.Object, rv uint64, fields map[string]string) {
+func (x *Exec) wroteDirect(obj trace.Object, rv uint64, fields, set map[string]string) {
 	x.mu.Lock()
-	x.directWrites = append(x.directWrites, directWrite{obj, rv, fields, time.Now()})
+	x.directWrites = append(x.directWrites, directWrite{obj, rv, fields, set, time.Now()})
 	x.mu.Unlock()
 }
 

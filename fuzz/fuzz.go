@@ -322,10 +322,10 @@ func (e *Env) prepareReferences(f *testing.F) {
 				f.Logf("scenario %s: the no-lag reference run for %v was not clean: differential off for it", e.s.Name, c)
 			}
 		}
-		if e.s.Storm || len(e.s.EndStates) > 0 || slices.ContainsFunc(e.s.Counts, func(c Count) bool { return c.Max == 0 }) {
+		if e.s.Storm || e.s.needsLearned() {
 			ref := e.learnedReference(context.Background(), c)
 			if ref == nil {
-				f.Logf("scenario %s: the no-fault reference runs for %v were not clean: the count and end-state oracles do not judge it", e.s.Name, c)
+				f.Logf("scenario %s: the no-fault reference runs for %v were not clean: the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c)
 			} else if len(e.s.EndStates) > 0 {
 				// Here, not on a first difference: an input's
 				// execution must fit in go test's 10 s.

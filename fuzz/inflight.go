@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -108,9 +109,28 @@ func watches(scopes []trace.Object, obj trace.Object) bool {
 
 // recordingClient is c with every create, update and patch (of the object
 // or a subresource) that stored a resourceVersion reported to wrote, with
-// the object it wrote.
-func recordingClient(c client.WithWatch, paths []string, wrote func(trace.Object, uint64, map[string]string)) client.WithWatch {
-	record := func(obj client.Object, err error) error {
+// the written object's values at paths and, with bodies, what the write's
+// body set (proxy.BodyValues).
+func recordingClient(c client.WithWatch, paths []string, bodies bool, wrote func(obj trace.Object, rv uint64, fields, set map[string]string)) client.WithWatch {
+	// body is what a write asks for, read before the call rewrites obj.
+	body := func(obj client.Object, patch client.Patch) (contentType string, data []byte) {
+		if !bodies {
+			return "", nil
+		}
+		if patch != nil {
+			data, err := patch.Data(obj)
+			if err != nil {
+				return "", nil
+			}
+			return string(patch.Type()), data
+		}
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return "", nil
+		}
+		return "application/json", data
+	}
+	record := func(obj client.Object, sub, contentType string, data []byte, err error) error {
 		if err != nil {
 			return err
 		}
@@ -126,7 +146,7 @@ func recordingClient(c client.WithWatch, paths []string, wrote func(trace.Object
 		if merr != nil {
 			return nil
 		}
-		var fields map[string]string
+		var fields, set map[string]string
 		if len(paths) > 0 {
 			u, ok := obj.(*unstructured.Unstructured)
 			content := map[string]any(nil)
@@ -137,24 +157,32 @@ func recordingClient(c client.WithWatch, paths []string, wrote func(trace.Object
 			}
 			fields = proxy.FieldValues(content, redact.Resource{Group: m.Resource.Group, Resource: m.Resource.Resource}, paths)
 		}
-		wrote(objectOf(m.Resource, obj), rv, fields)
+		if data != nil {
+			set = proxy.BodyValues(redact.Resource{Group: m.Resource.Group, Resource: m.Resource.Resource, Subresource: sub}, contentType, data)
+		}
+		wrote(objectOf(m.Resource, obj), rv, fields, set)
 		return nil
 	}
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			return record(obj, c.Create(ctx, obj, opts...))
+			ct, data := body(obj, nil)
+			return record(obj, "", ct, data, c.Create(ctx, obj, opts...))
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			return record(obj, c.Update(ctx, obj, opts...))
+			ct, data := body(obj, nil)
+			return record(obj, "", ct, data, c.Update(ctx, obj, opts...))
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			return record(obj, c.Patch(ctx, obj, patch, opts...))
+			ct, data := body(obj, patch)
+			return record(obj, "", ct, data, c.Patch(ctx, obj, patch, opts...))
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			return record(obj, c.SubResource(sub).Update(ctx, obj, opts...))
+			ct, data := body(obj, nil)
+			return record(obj, sub, ct, data, c.SubResource(sub).Update(ctx, obj, opts...))
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			return record(obj, c.SubResource(sub).Patch(ctx, obj, patch, opts...))
+			ct, data := body(obj, patch)
+			return record(obj, sub, ct, data, c.SubResource(sub).Patch(ctx, obj, patch, opts...))
 		},
 	})
 }

@@ -30,6 +30,7 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 	x.mu.Lock()
 	direct := slices.Clone(x.directWrites)
 	x.mu.Unlock()
+	res.direct = direct
 	for _, path := range e.s.LostUpdates {
 		for _, l := range lostUpdates(res.Trace, path, direct...) {
 			res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Subject: l.obj.String(), Message: l.msg, At: l.at})
@@ -283,6 +284,14 @@ func conditionStatus(o *unstructured.Unstructured, t string) string {
 // user's edit from a view that predates it loses an update as surely as one
 // that overwrites another controller's.
 func lostUpdates(tr trace.Trace, path string, direct ...directWrite) []lost {
+	return lostUpdatesOf(tr, path, trace.NewViews(tr), direct,
+		func(r *trace.Request) (string, bool) { v, ok := r.Fields[path]; return v, ok },
+		func(d directWrite) (string, bool) { v, ok := d.fields[path]; return v, ok })
+}
+
+// lostUpdatesOf is lostUpdates with the values of path read by value (a
+// request's) and directValue (a workload write's).
+func lostUpdatesOf(tr trace.Trace, path string, views *trace.Views, direct []directWrite, value func(*trace.Request) (string, bool), directValue func(directWrite) (string, bool)) []lost {
 	type ack struct {
 		r  trace.Request
 		rv uint64
@@ -294,33 +303,40 @@ func lostUpdates(tr trace.Trace, path string, direct ...directWrite) []lost {
 	}
 	var writes []ack
 	for _, d := range direct {
-		if v, ok := d.fields[path]; ok {
+		if v, ok := directValue(d); ok {
 			writes = append(writes, ack{r: trace.Request{Client: "the workload", APIGroup: d.obj.Group, Resource: d.obj.Resource, Namespace: d.obj.Namespace, Name: d.obj.Name, Start: d.at}, rv: d.rv, v: v, user: true})
 		}
 	}
-	for _, r := range tr.Requests {
-		v, ok := r.Fields[path]
+	for i := range tr.Requests {
+		r := &tr.Requests[i]
+		v, ok := value(r)
 		rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64)
 		if ok && err == nil && r.IsWrite() && !r.DryRun && r.Code/100 == 2 {
-			writes = append(writes, ack{r: r, rv: rv, v: v})
+			writes = append(writes, ack{r: *r, rv: rv, v: v})
 		}
 	}
 	slices.SortFunc(writes, func(a, b ack) int { return cmp.Compare(a.rv, b.rv) })
-	views := trace.NewViews(tr)
 	var out []lost
 	latest := map[trace.Object]ack{} // object → last acknowledged value
+	// lostBy holds, per object whose latest value replaced one it had not
+	// seen, that replaced value: a write that puts it back repairs the
+	// loss and is not another one.
+	lostBy := map[trace.Object]string{}
 	for _, w := range writes {
 		obj := w.r.Object()
 		prev, seen := latest[obj]
 		latest[obj] = w
-		if !seen || prev.v == w.v || w.user {
+		replaced, repairs := lostBy[obj]
+		delete(lostBy, obj)
+		if !seen || prev.v == w.v || w.user || (repairs && w.v == replaced) {
 			continue
 		}
 		view := views.Seen(w.r.Client, obj, w.r.Start)
 		if view >= prev.rv {
 			continue // the writer had seen the value it replaced
 		}
-		out = append(out, lost{at: w.r.Start, obj: obj, msg: fmt.Sprintf(
+		lostBy[obj] = prev.v
+		out = append(out, lost{at: w.r.Start, obj: obj, path: path, msg: fmt.Sprintf(
 			"%s: %s=%s, acknowledged to %s at resourceVersion %d, was replaced by %s=%s from %s (%s %s, no precondition: %v), whose view was at resourceVersion %d",
 			obj, path, prev.v, prev.r.Client, prev.rv, path, w.v, w.r.Client, w.r.Verb, w.r.Subresource, w.r.SentRV == "", view)})
 	}
@@ -330,9 +346,10 @@ func lostUpdates(tr trace.Trace, path string, direct ...directWrite) []lost {
 // lost is one lost update: when the replacing write was sent, to which
 // object, and what it replaced.
 type lost struct {
-	at  time.Time
-	obj trace.Object
-	msg string
+	at   time.Time
+	obj  trace.Object
+	path string
+	msg  string
 }
 
 // differential compares the final state with the no-lag reference run for

@@ -56,6 +56,9 @@ type Result struct {
 	// storm is, for an unsettled run of a Storm scenario, how its writes
 	// got nowhere once the faults were over (judged by Env.judgeStorm).
 	storm string
+	// direct are the workload's writes (Exec.Direct), for the oracles
+	// judged after the execution.
+	direct []directWrite
 }
 
 // Phases is where one execution's time went, in order: Start (a namespace

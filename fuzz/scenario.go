@@ -91,6 +91,18 @@ type Scenario struct {
 	// not seen them: the lost-update oracle. Zero: oracle off.
 	LostUpdates []string
 
+	// LostUpdatesAnyField extends the lost-update oracle to every field a
+	// write sets (its body's values, trace.Write.Set; the workload's own
+	// writes by the same rule, proxy.BodyValues), except the fields a
+	// controller changed in the two no-fault reference runs of the same
+	// knob settings: a field the controllers rewrite in a healthy run (a
+	// status they recompute, a counter) is theirs to rewrite, while one
+	// they never change there (the user's spec, a name or plan a
+	// controller sets once) must not be replaced from a view that predates
+	// its value. A knob setting whose reference runs were not clean is not
+	// judged. Zero: only LostUpdates' paths.
+	LostUpdatesAnyField bool
+
 	// Counts are count-safety oracles: kinds whose live objects per
 	// controller owner must never outnumber what no-fault runs have. Zero:
 	// none.

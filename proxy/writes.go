@@ -48,17 +48,65 @@ func describeWrite(r *http.Request, verb string, res redact.Resource, body []byt
 	if body == nil {
 		return w, ""
 	}
-	var set map[string]any
-	switch {
-	case w.Patch == "json":
+	if verb == "delete" || verb == "deletecollection" {
+		if obj := objectOf(body, mt); obj != nil {
+			if pre, ok := obj["preconditions"].(map[string]any); ok {
+				w.UID, _ = pre["uid"].(string)
+				deleteRV, _ = pre["resourceVersion"].(string)
+			}
+		}
+		return w, deleteRV
+	}
+	set, uid, ok := setOf(w.Patch, mt, body)
+	if !ok {
+		return w, ""
+	}
+	w.UID = uid
+	w.Set, w.Truncated = encodeSet(res, set)
+	return w, ""
+}
+
+// BodyValues is what a write's body sets, as trace.Write.Set records it for
+// a write through the proxy: each field's JSON value by dotted path,
+// redacted, without what the apiserver owns or what names the object, and,
+// for a status write, only status. contentType is the body's media type (a
+// patch's types.PatchType, or "application/json" for a whole object). For
+// writes that do not pass through the proxy (the workload's), so that they
+// are compared on the same terms.
+func BodyValues(res redact.Resource, contentType string, body []byte) map[string]string {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	patch := ""
+	switch mt {
+	case "application/merge-patch+json":
+		patch = "merge"
+	case "application/strategic-merge-patch+json":
+		patch = "strategic-merge"
+	case "application/json-patch+json":
+		patch = "json"
+	case "application/apply-patch+yaml", "application/apply-patch+cbor":
+		patch = "apply"
+	}
+	set, _, ok := setOf(patch, mt, body)
+	if !ok {
+		return nil
+	}
+	out, _ := encodeSet(res, set)
+	return out
+}
+
+// setOf decodes what a body sets, by dotted path, and the uid it names
+// (metadata.uid, or a JSON patch's test of it). patch is trace.Write.Patch
+// ("" for a whole object); mt the body's media type.
+func setOf(patch, mt string, body []byte) (set map[string]any, uid string, ok bool) {
+	set = map[string]any{}
+	if patch == "json" {
 		var ops []struct {
 			Op, Path string
 			Value    any
 		}
 		if json.Unmarshal(body, &ops) != nil {
-			return w, ""
+			return nil, "", false
 		}
-		set = map[string]any{}
 		for _, op := range ops {
 			p := pointerPath(op.Path)
 			switch op.Op {
@@ -68,43 +116,42 @@ func describeWrite(r *http.Request, verb string, res redact.Resource, body []byt
 				set[p] = nil
 			case "test":
 				if p == "metadata.uid" {
-					w.UID, _ = op.Value.(string)
+					uid, _ = op.Value.(string)
 				}
 			}
 		}
-	default:
-		obj := objectOf(body, mt)
-		if obj == nil {
-			return w, ""
-		}
-		if verb == "delete" || verb == "deletecollection" {
-			if pre, ok := obj["preconditions"].(map[string]any); ok {
-				w.UID, _ = pre["uid"].(string)
-				deleteRV, _ = pre["resourceVersion"].(string)
-			}
-			return w, deleteRV
-		}
-		if md, ok := obj["metadata"].(map[string]any); ok {
-			w.UID, _ = md["uid"].(string)
-		}
-		set = map[string]any{}
-		flatten("", obj, set)
+		return set, uid, true
 	}
-	w.Set = map[string]string{}
+	obj := objectOf(body, mt)
+	if obj == nil {
+		return nil, "", false
+	}
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		uid, _ = md["uid"].(string)
+	}
+	flatten("", obj, set)
+	return set, uid, true
+}
+
+// encodeSet encodes set as trace.Write.Set: redacted, at most trace.MaxSet
+// paths in path order (truncated says some were left out), without what
+// the apiserver owns, and for a status write only status.
+func encodeSet(res redact.Resource, set map[string]any) (enc map[string]string, truncated bool) {
+	enc = map[string]string{}
 	for _, p := range slices.Sorted(maps.Keys(set)) {
 		if ignoredPath(p) || (res.Subresource == "status" && p != "status" && !strings.HasPrefix(p, "status.")) {
 			continue
 		}
-		if len(w.Set) == trace.MaxSet {
-			w.Truncated = true
+		if len(enc) == trace.MaxSet {
+			truncated = true
 			break
 		}
-		w.Set[p] = encodeValue(redact.Value(res, p, set[p]))
+		enc[p] = encodeValue(redact.Value(res, p, set[p]))
 	}
-	if len(w.Set) == 0 {
-		w.Set = nil
+	if len(enc) == 0 {
+		enc = nil
 	}
-	return w, ""
+	return enc, truncated
 }
 
 // resourceOf is what a request addressed, for redact.

@@ -49,14 +49,15 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		return fuzz.Scenario{}, err
 	}
 	s := fuzz.Scenario{
-		Name:        t.Name,
-		Clients:     t.Clients(),
-		Resources:   t.resources(),
-		Objects:     t.Faults.Objects,
-		LostUpdates: t.Oracles.LostUpdates,
-		KnownBug:    t.Oracles.KnownBug,
-		Crash:       t.Oracles.Crash == nil || *t.Oracles.Crash,
-		Storm:       t.Oracles.Storm == nil || *t.Oracles.Storm,
+		Name:                t.Name,
+		Clients:             t.Clients(),
+		Resources:           t.resources(),
+		Objects:             t.Faults.Objects,
+		LostUpdates:         slices.DeleteFunc(slices.Clone(t.Oracles.LostUpdates), func(p string) bool { return p == AnyField }),
+		LostUpdatesAnyField: slices.Contains(t.Oracles.LostUpdates, AnyField),
+		KnownBug:            t.Oracles.KnownBug,
+		Crash:               t.Oracles.Crash == nil || *t.Oracles.Crash,
+		Storm:               t.Oracles.Storm == nil || *t.Oracles.Storm,
 	}
 	if len(s.Resources) == 0 {
 		return s, fmt.Errorf("target %s: no resource to fault: list the resources under faults.resources, or each controller's watches", t.Name)

@@ -170,7 +170,9 @@ type Oracles struct {
 	Converge *Kind `yaml:"converge"`
 	// LostUpdates are dotted JSON paths ("data.desired", "spec.replicas")
 	// whose acknowledged values must never be replaced by a write whose
-	// writer had not seen them.
+	// writer had not seen them. AnyField ("*") judges every field a write
+	// sets except those the controllers change in the no-fault reference
+	// runs (fuzz.Scenario's LostUpdatesAnyField).
 	LostUpdates []string `yaml:"lostUpdates"`
 	// Count are count-safety oracles (fuzz.Count): per kind, at no instant
 	// more live objects per controller owner than Max, or, with Max zero,
@@ -198,6 +200,10 @@ type Oracles struct {
 	// KnownBug): each committed corpus entry must still find it.
 	KnownBug string `yaml:"knownBug"`
 }
+
+// AnyField in Oracles.LostUpdates stands for every field no controller
+// changes in the no-fault reference runs.
+const AnyField = "*"
 
 // Count is one count-safety oracle.
 type Count struct {

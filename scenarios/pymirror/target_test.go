@@ -223,3 +223,47 @@ func TestStorm(t *testing.T) {
 		})
 	}
 }
+
+// TestAnyField: with lostUpdates ["*"] and no path named, the lost-update
+// oracle still catches the blind mode overwriting the user's data.desired
+// under late events, and says nothing of data.observed, which the
+// controller rewrites in every no-fault run; the optimistic mode, which
+// meets a 409 instead, and the blind mode without faults raise nothing.
+func TestAnyField(t *testing.T) {
+	tg, err := target.Load("testdata/anyfield.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := target.StartEnv(t, tg)
+	late := []fuzz.Step{{Client: "mirror", Resource: "configmaps", Action: proxy.Delay, Delay: 300 * time.Millisecond, Start: 0, Length: 2 * time.Second}}
+	for _, c := range []struct {
+		name  string
+		mode  int
+		steps []fuzz.Step
+		lost  bool
+	}{
+		{"blind, events 300ms late", blind, late, true},
+		{"optimistic, events 300ms late", optimistic, late, false},
+		{"blind, no fault", blind, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"mode": c.mode, "edit": edit100ms}, Steps: c.steps}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			lost := false
+			for _, v := range res.Violations {
+				switch {
+				case v.Oracle == "lost-update" && strings.Contains(v.Message, `data.desired="2", acknowledged to the workload`):
+					lost = true
+				default:
+					t.Errorf("schedule %s: unexpected violation: %s: %s", sched, v.Oracle, v.Message)
+				}
+			}
+			if lost != c.lost {
+				t.Errorf("schedule %s: the user's data.desired lost: got %v, want %v\n%s", sched, lost, c.lost, res.Report())
+			}
+		})
+	}
+}
