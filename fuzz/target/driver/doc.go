@@ -9,4 +9,9 @@
 //
 // STALEFUZZ_TARGET: the target file's path. Unset, FuzzTarget is skipped
 // (a plain go test ./... of stalefuzz runs nothing here).
+//
+// STALEFUZZ_FALSE_ALARMS: with STALEFUZZ_TARGET, TestFalseAlarms runs that
+// many executions whose events are only delayed as much as the reference
+// runs showed (target.MeasureFalseAlarms) and prints the figure as one line
+// of JSON after FalseAlarmsPrefix, for `stalefuzz false-alarms`.
 package driver

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
+	"github.com/stalefuzz/stalefuzz/fuzz/target/driver"
 )
 
 // module is stalefuzz's module path; driverPkg is the package whose test
@@ -508,4 +511,80 @@ func copyFiles(src, dst string) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+func newFalseAlarmsCmd() *cobra.Command {
+	var count int
+	cmd := &cobra.Command{
+		Use:   "false-alarms TARGET.yaml",
+		Short: "Measure the target's oracles' false alarms: executions that only delay events as a healthy apiserver does",
+		Long: `false-alarms runs two no-fault reference runs per knob setting, then
+--count executions whose every event is delayed by no more than the
+apiserver itself delayed one in those runs, and counts the executions in
+which each oracle the target file enables raised a violation. None of them
+is a fault a slower apiserver would not produce at once, so every violation
+is a false alarm: an oracle to fix (an endState ignore path, a learned
+limit) before a campaign's findings can be trusted. The exit status is 1
+when any oracle raised one, 0 when none did, 2 for a usage or harness error.`,
+		Args: exactArgs("TARGET.yaml"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if count < 1 {
+				return usagef(cmd, "--count %d: want at least 1", count)
+			}
+			return falseAlarms(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], count)
+		},
+	}
+	cmd.Flags().IntVar(&count, "count", 200, "how many executions to judge")
+	return cmd
+}
+
+// falseAlarms runs the driver's TestFalseAlarms on file and reports its
+// figure.
+func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, count int) error {
+	work, err := os.MkdirTemp("", "stalefuzz-false-alarms-")
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	defer os.RemoveAll(work)
+	abs, bin, err := prepare(ctx, stderr, file, work, false)
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestFalseAlarms$", "-test.v", "-test.timeout=0")
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FALSE_ALARMS="+strconv.Itoa(count))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, stderr), stderr
+	runErr := cmd.Run()
+	f, ok := parseFalseAlarms(out.String())
+	if !ok {
+		return exitError{exitHarness, fmt.Errorf("measuring the false alarms of %s gave no figure (%v); its output is above", file, runErr)}
+	}
+	fmt.Fprintf(stdout, "result: %s: %s\n", file, f)
+	if len(f.ByOracle) > 0 {
+		return exitError{exitFinding, fmt.Errorf("%s: false alarms in %d of %d executions", file, maxAlarms(f), f.Executions)}
+	}
+	return nil
+}
+
+// parseFalseAlarms finds the driver's figure in its output.
+func parseFalseAlarms(out string) (fuzz.FalseAlarms, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, driver.FalseAlarmsPrefix); ok {
+			var f fuzz.FalseAlarms
+			if json.Unmarshal([]byte(rest), &f) == nil {
+				return f, true
+			}
+		}
+	}
+	return fuzz.FalseAlarms{}, false
+}
+
+// maxAlarms is the most executions any one oracle raised a false alarm in.
+func maxAlarms(f fuzz.FalseAlarms) int {
+	n := 0
+	for _, c := range f.ByOracle {
+		n = max(n, c)
+	}
+	return n
 }

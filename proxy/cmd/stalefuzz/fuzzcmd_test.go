@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stalefuzz/stalefuzz/fuzz/target/driver"
 )
 
 const pymirror = "../../../scenarios/pymirror/"
@@ -54,4 +56,20 @@ func TestFuzzCommandRefusesABadTarget(t *testing.T) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// TestFalseAlarmsCommand measures the Python example's false alarms with the
+// command a controller author runs: none in 4 executions (exit 0, the figure
+// printed); the figure's parser and exit status are checked on a driver
+// line that counts one.
+func TestFalseAlarmsCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"false-alarms", pymirror + "target.yaml", "--count", "4"}, &stdout, &stderr)
+	if want := "4 executions judged (0 harness errors, not counted), events delayed by at most"; status != exitClean || !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), "no false alarm") {
+		t.Errorf("false-alarms: exit %d, want %d, and %q and \"no false alarm\" in its output:\n%s\n%s", status, exitClean, want, stdout.String(), lastLines(stderr.String(), 30))
+	}
+	f, ok := parseFalseAlarms("=== RUN   TestFalseAlarms\n" + driver.FalseAlarmsPrefix + `{"Executions":9,"HarnessErrors":1,"MaxDelay":990000,"ByOracle":{"end-state":2},"First":{"end-state":"schedule x: y"}}` + "\n--- PASS")
+	if !ok || f.Executions != 9 || f.ByOracle["end-state"] != 2 || maxAlarms(f) != 2 {
+		t.Errorf("parseFalseAlarms: got %+v, %v", f, ok)
+	}
 }

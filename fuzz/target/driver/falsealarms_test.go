@@ -1,0 +1,35 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
+)
+
+// TestFalseAlarms measures the false alarms of the target file named by
+// STALEFUZZ_TARGET in STALEFUZZ_FALSE_ALARMS executions
+// (target.MeasureFalseAlarms). Either unset, it is skipped.
+func TestFalseAlarms(t *testing.T) {
+	path, n := os.Getenv("STALEFUZZ_TARGET"), os.Getenv("STALEFUZZ_FALSE_ALARMS")
+	if path == "" || n == "" {
+		t.Skip("STALEFUZZ_TARGET and STALEFUZZ_FALSE_ALARMS are not set: this test is run by stalefuzz false-alarms")
+	}
+	count, err := strconv.Atoi(n)
+	if err != nil {
+		t.Fatalf("STALEFUZZ_FALSE_ALARMS=%q: %v", n, err)
+	}
+	f, err := target.MeasureFalseAlarms(context.Background(), path, count, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(FalseAlarmsPrefix + string(b))
+}
