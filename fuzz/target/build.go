@@ -14,6 +14,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/mod/modfile"
 )
 
 // BinaryPath is where Prepare caches the binary of a Go controller,
@@ -32,8 +34,8 @@ func binDir() string {
 }
 
 // isLocal reports whether a Go controller is a directory of the target's
-// ("./dir" or "../dir": a main package in a module of its own) rather than
-// "module/path/cmd@version".
+// ("./dir" or "../dir": a main package, in a module of its own or in the
+// module around it) rather than "module/path/cmd@version".
 func isLocal(spec string) bool {
 	return strings.HasPrefix(spec, "./") || strings.HasPrefix(spec, "../")
 }
@@ -55,27 +57,76 @@ func (t *Target) binary(spec string) (string, error) {
 	return filepath.Join(binDir(), "local", base+"-"+sum, base), nil
 }
 
-// sourceHash is a hash of the go.mod, go.sum and .go files under dir (their
-// paths and contents), 16 hex digits.
+// sourceHash is a hash of the sources a build in dir compiles from its own
+// tree: the go.mod, go.sum and .go files (paths and contents) of the module
+// dir is in (dir's own, or the one above it) and of every module its go.mod
+// replaces with a local directory, without nested modules; 16 hex digits.
+// So an edit to a package the main links from its enclosing module, or
+// from a module it replaces locally, builds it again.
 func sourceHash(dir string) (string, error) {
+	root, err := moduleRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	roots := []string{root}
+	if b, err := os.ReadFile(filepath.Join(root, "go.mod")); err == nil {
+		if mf, err := modfile.ParseLax("go.mod", b, nil); err == nil {
+			for _, r := range mf.Replace {
+				if modfile.IsDirectoryPath(r.New.Path) {
+					roots = append(roots, filepath.Join(root, filepath.FromSlash(r.New.Path)))
+				}
+			}
+		}
+	}
 	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		if n := d.Name(); n != "go.mod" && n != "go.sum" && !strings.HasSuffix(n, ".go") {
+	for _, r := range roots {
+		err := filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if p != r && (strings.HasPrefix(d.Name(), ".") || fileExists(filepath.Join(p, "go.mod"))) {
+					return filepath.SkipDir // hidden, or a module of its own
+				}
+				return nil
+			}
+			if n := d.Name(); n != "go.mod" && n != "go.sum" && !strings.HasSuffix(n, ".go") {
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(p), len(b))
+			h.Write(b)
 			return nil
-		}
-		b, err := os.ReadFile(p)
+		})
 		if err != nil {
-			return err
+			return "", err
 		}
-		rel, _ := filepath.Rel(dir, p)
-		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(b))
-		h.Write(b)
-		return nil
-	})
-	return hex.EncodeToString(h.Sum(nil))[:16], err
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// moduleRoot is the directory of the go.mod nearest to dir, upwards.
+func moduleRoot(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := abs; ; d = filepath.Dir(d) {
+		if fileExists(filepath.Join(d, "go.mod")) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%s is in no Go module (no go.mod in it or above it)", dir)
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // Prepare builds every Go controller of t that is not cached yet and

@@ -62,3 +62,51 @@ func TestPrepareLocal(t *testing.T) {
 		t.Errorf("edited sources: binary %s printed %q, want a new binary printing bonjour", bin, out)
 	}
 }
+
+// TestPrepareLocalEnclosingModule: a main that is a package of the module
+// it sits in, linking a sibling package, is built again when the sibling
+// changes, though nothing in its own directory did.
+func TestPrepareLocalEnclosingModule(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	greet := func(greeting string) string {
+		return "package greet\n\nconst Greeting = \"" + greeting + "\"\n"
+	}
+	write("go.mod", "module example.com/m\n\ngo 1.22\n")
+	write("greet/greet.go", greet("hello"))
+	write("cmd/hello/main.go", "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/m/greet\"\n)\n\nfunc main() { fmt.Print(greet.Greeting) }\n")
+	tg := &Target{Name: "local", Dir: filepath.Join(dir, "cmd"), Controllers: []Controller{{Name: "hello", Go: "./hello"}}}
+	run := func() (bin, out string) {
+		t.Helper()
+		if err := Prepare(context.Background(), tg, nil); err != nil {
+			t.Fatal(err)
+		}
+		procs, err := tg.processes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := exec.Command(procs[0].path).Output()
+		if err != nil {
+			t.Fatalf("run %s: %v", procs[0].path, err)
+		}
+		return procs[0].path, string(b)
+	}
+	bin1, out := run()
+	if out != "hello" {
+		t.Fatalf("first build: binary %s printed %q, want hello", bin1, out)
+	}
+	write("greet/greet.go", greet("bonjour"))
+	if bin, out := run(); bin == bin1 || out != "bonjour" {
+		t.Errorf("sibling package edited: binary %s printed %q, want a new binary printing bonjour", bin, out)
+	}
+}

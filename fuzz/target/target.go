@@ -57,9 +57,12 @@ type Controller struct {
 
 	// Go is a main package at a version, "module/path/cmd@v1.2.3", or a
 	// directory of the target's, "./dir" or "../dir" (relative to Dir), that
-	// holds a main package in a Go module of its own (its go.mod and go.sum:
-	// a main that links a project's packages at a pinned version), built by
-	// Prepare and cached. Args are appended to it.
+	// holds a main package: in a Go module of its own (its go.mod and
+	// go.sum: a main that links a project's packages at a pinned version),
+	// or in the module around it (a controller's own repository). Built by
+	// Prepare and cached by a hash of the module's sources (and of modules
+	// its go.mod replaces with a local directory), so an edit anywhere in
+	// them builds it again. Args are appended to it.
 	Go string `yaml:"go"`
 
 	// Args are more arguments, after Command's or Go's binary. ${knob} is
