@@ -42,8 +42,8 @@ func isLocal(spec string) bool {
 
 // binary is where Prepare caches the binary of Go controller spec: BinaryPath
 // for a module at a version; for a local directory,
-// $XDG_DATA_HOME/stalefuzz/bin/local/<dir>-<hash>/<dir>, the hash over its
-// go.mod, go.sum and .go files, so that an edit builds it again.
+// $XDG_DATA_HOME/stalefuzz/bin/local/<localKey>-<sourceHash>/<dir>, so that
+// an edit builds it again (and the build it replaces is removed).
 func (t *Target) binary(spec string) (string, error) {
 	if !isLocal(spec) {
 		return BinaryPath(spec), nil
@@ -54,7 +54,27 @@ func (t *Target) binary(spec string) (string, error) {
 		return "", fmt.Errorf("unable to hash the sources of %s: %w", dir, err)
 	}
 	base := filepath.Base(dir)
-	return filepath.Join(binDir(), "local", base+"-"+sum, base), nil
+	return filepath.Join(binDir(), "local", localKey(dir)+"-"+sum, base), nil
+}
+
+// localKey names a local controller's directory among the cached builds:
+// its base name and a hash of its absolute path. Builds of one directory
+// are localKey-<source hash>; a new one replaces the others.
+func localKey(dir string) string {
+	abs, _ := filepath.Abs(dir)
+	h := sha256.Sum256([]byte(abs))
+	return filepath.Base(dir) + "-" + hex.EncodeToString(h[:4])
+}
+
+// pruneLocal removes the cached builds of dir other than bin's.
+func pruneLocal(dir, bin string) {
+	keep := filepath.Dir(bin)
+	old, _ := filepath.Glob(filepath.Join(binDir(), "local", localKey(dir)+"-*"))
+	for _, o := range old {
+		if o != keep {
+			os.RemoveAll(o)
+		}
+	}
 }
 
 // sourceHash is a hash of the sources a build in dir compiles from its own
@@ -149,7 +169,9 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 		}
 		fmt.Fprintf(progress, "stalefuzz: building controller %s from %s (once: cached at %s; minutes the first time)\n", c.Name, c.Go, bin)
 		if isLocal(c.Go) {
-			err = buildLocal(ctx, t.path(c.Go), bin)
+			if err = buildLocal(ctx, t.path(c.Go), bin); err == nil {
+				pruneLocal(t.path(c.Go), bin)
+			}
 		} else {
 			err = build(ctx, c.Go, bin)
 		}
@@ -194,8 +216,8 @@ func build(ctx context.Context, spec, bin string) error {
 	return os.Rename(built, bin)
 }
 
-// buildLocal builds the main package in dir, a module of its own, into bin
-// with go build, its go.mod and go.sum as they are (no workspace).
+// buildLocal builds the main package in dir into bin with go build, the
+// go.mod and go.sum of its module as they are (no workspace).
 func buildLocal(ctx context.Context, dir, bin string) error {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return err

@@ -109,4 +109,7 @@ func TestPrepareLocalEnclosingModule(t *testing.T) {
 	if bin, out := run(); bin == bin1 || out != "bonjour" {
 		t.Errorf("sibling package edited: binary %s printed %q, want a new binary printing bonjour", bin, out)
 	}
+	if _, err := os.Stat(bin1); err == nil {
+		t.Errorf("the build before the edit, %s, is still cached: one build per directory is kept", bin1)
+	}
 }
