@@ -578,10 +578,11 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 	flight := newInFlight()
 	direct := 0 // Direct's writes read so far
 	lastWrite := driven
-	var busy time.Time       // last seen with an event held or delayed
-	watches := watchStates{} // client|resource → when a fault ended its watch, when it was open again
-	var asked time.Time      // when the idle probes were last asked
-	idleSeen := false        // and what they said
+	var busy time.Time          // last seen with an event held or delayed
+	watches := watchStates{}    // client|resource → when a fault ended its watch, when it was open again
+	var asked time.Time         // when the idle probes were last asked
+	idleSeen := false           // and what they said
+	failing := map[string]int{} // client → its writes that failed since its last success
 	for {
 		now := time.Now()
 		var newer trace.Trace
@@ -595,6 +596,13 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 			flight.request(&r)
 			if end := r.Start.Add(r.Latency); r.IsWrite() && r.Code != 0 && end.After(lastWrite) {
 				lastWrite = end
+			}
+			if r.IsWrite() && !r.DryRun && r.Code != 0 {
+				if r.Code/100 == 2 {
+					failing[r.Client] = 0
+				} else {
+					failing[r.Client]++
+				}
 			}
 			if r.Verb != "watch" {
 				continue
@@ -655,8 +663,9 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		if probed && now.Sub(asked) >= probeInterval {
 			asked, idleSeen = now, x.idle(ctx)
 		}
+		need := max(e.s.quiet(), retryBackoff(failing))
 		quietFor := func(since time.Time) (quiet, byProbe bool) {
-			if now.Sub(since) >= e.s.quiet() {
+			if now.Sub(since) >= need {
 				return true, false
 			}
 			return probed && idleSeen && asked.Sub(since) >= ProbedQuiet, true

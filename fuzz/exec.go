@@ -280,6 +280,8 @@ func (x *Exec) restart(ctx context.Context, clientName string, between func()) (
 		return stopped, fmt.Errorf("unable to stop %s for its restart: %w", clientName, err)
 	}
 	stopped = time.Now()
+	// The new instance has seen nothing the old one was shown.
+	x.env.proxy.Trace().AddRestart(trace.Restart{Client: clientName, At: stopped})
 	x.env.proxy.Thaw(clientName)
 	if between != nil {
 		between()

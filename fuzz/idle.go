@@ -167,3 +167,26 @@ func sum(f *dto.MetricFamily) float64 {
 	}
 	return n
 }
+
+// retryBackoff is how long a controller may wait before it retries, after
+// failing is, per client, how many of its writes failed (409 Conflict or an
+// error) since its last success: client-go's default controller rate limiter
+// (workqueue.DefaultTypedControllerRateLimiter, what controller-runtime and
+// kube-controller-manager requeue with) waits 5 ms·2^(n-1) before the n-th
+// retry of an item, so a controller that met a run of 409s is not done
+// when it falls silent for the scenario's Quiet: the run settles only after
+// the longest such wait. Capped at SettleBudget: a controller still backing
+// off then is not settled (and is judged as one that never settled).
+func retryBackoff(failing map[string]int) time.Duration {
+	n := 0
+	for _, f := range failing {
+		n = max(n, f)
+	}
+	if n == 0 {
+		return 0
+	}
+	if n > 10 { // 5 ms·2^9 = 2.56 s is past SettleBudget already
+		return SettleBudget
+	}
+	return min(SettleBudget, 5*time.Millisecond<<(n-1))
+}

@@ -152,7 +152,11 @@ type Scenario struct {
 	// to count as settled. Make it longer than the controllers' longest retry
 	// backoff, so that a controller waiting to retry is not called settled,
 	// and shorter than SettleBudget, so that settling is possible at all
-	// (NewEnv refuses one that is not). Zero: DefaultQuiet.
+	// (NewEnv refuses one that is not). Zero: DefaultQuiet. After a run of
+	// failed writes (409s, errors) by one client, the quiet lasts at least
+	// the wait client-go's default rate limiter puts before that client's
+	// next retry (5 ms doubled per failure, up to SettleBudget), whatever
+	// Quiet says.
 	Quiet time.Duration
 
 	// KnownBug, when set, says the scenario is a known-bad variant kept to

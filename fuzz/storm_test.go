@@ -57,3 +57,22 @@ func TestStormJudgesOnlyWhatGetsNowhere(t *testing.T) {
 		t.Errorf("a run whose faults never ended is no storm: %q", got)
 	}
 }
+
+func TestRetryBackoffFollowsClientGosRateLimiter(t *testing.T) {
+	for _, c := range []struct {
+		failing map[string]int
+		want    time.Duration
+	}{
+		{nil, 0},
+		{map[string]int{"a": 0}, 0},
+		{map[string]int{"a": 1}, 5 * time.Millisecond},
+		{map[string]int{"a": 7, "b": 2}, 320 * time.Millisecond},
+		{map[string]int{"a": 9}, 1280 * time.Millisecond},
+		{map[string]int{"a": 10}, SettleBudget},
+		{map[string]int{"a": 64}, SettleBudget},
+	} {
+		if got := retryBackoff(c.failing); got != c.want {
+			t.Errorf("retryBackoff(%v) = %v, want %v", c.failing, got, c.want)
+		}
+	}
+}

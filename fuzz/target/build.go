@@ -78,7 +78,7 @@ func pruneLocal(dir, bin string) {
 }
 
 // sourceHash is a hash of the sources a build in dir compiles from its own
-// tree: the go.mod, go.sum and .go files (paths and contents) of the module
+// tree: the go.mod, go.sum and non-test .go files (paths and contents) of the module
 // dir is in (dir's own, or the one above it) and of every module its go.mod
 // replaces with a local directory, without nested modules; 16 hex digits.
 // So an edit to a package the main links from its enclosing module, or
@@ -110,8 +110,8 @@ func sourceHash(dir string) (string, error) {
 				}
 				return nil
 			}
-			if n := d.Name(); n != "go.mod" && n != "go.sum" && !strings.HasSuffix(n, ".go") {
-				return nil
+			if n := d.Name(); n != "go.mod" && n != "go.sum" && (!strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go")) {
+				return nil // a test is never linked into a main
 			}
 			b, err := os.ReadFile(p)
 			if err != nil {

@@ -12,7 +12,9 @@
 //
 // What a client has seen of an object is defined once, here (Views, and
 // Event.Shown and Request.Shown for those who poll): every oracle, the
-// audit and the engine's waits use that definition.
+// audit and the engine's waits use that definition. A restart (Restart,
+// recorded by whoever restarts the client) ends what the client has seen:
+// its new instance starts with nothing.
 //
 // The trace is what makes a finding explainable: a write's SentRV against the
 // ResourceVersion of the events released to that client before the write says

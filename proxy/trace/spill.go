@@ -179,7 +179,7 @@ func (l *Log) WriteJSONL(w io.Writer) error {
 		_ = s.flush() // on failure the entries stay in buf, copied below
 	}
 	f, size, buf := s.f, s.size, bytes.Clone(s.buf)
-	pending := Trace{Events: s.pendingSince(0)}
+	pending := Trace{Events: s.pendingSince(0), Restarts: slices.Clone(l.restarts)}
 	encErr := s.encErr
 	l.mu.Unlock()
 

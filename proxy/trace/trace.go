@@ -216,6 +216,7 @@ type Entry struct {
 	Request *Request `json:"request,omitempty"`
 	Event   *Event   `json:"event,omitempty"`
 	Rules   *Rules   `json:"rules,omitempty"`
+	Restart *Restart `json:"restart,omitempty"`
 }
 
 // Trace is a snapshot of a Log.
@@ -223,12 +224,22 @@ type Trace struct {
 	Requests []Request
 	Events   []Event
 	Rules    []Rules
+	// Restarts are the clients' restarts: a new instance of a client has
+	// seen nothing its predecessor was shown (Views).
+	Restarts []Restart
+}
+
+// Restart says a client's instance was stopped at At; what runs as that
+// client from then on is a new instance.
+type Restart struct {
+	Client string    `json:"client"`
+	At     time.Time `json:"at"`
 }
 
 // Cursor marks a point in a Log; Since returns what was recorded after it.
 type Cursor struct {
-	gen                               uint64
-	requests, events, releases, rules int
+	gen                                         uint64
+	requests, events, releases, rules, restarts int
 }
 
 // Log records requests and events. The zero value is an empty log, which
@@ -238,9 +249,10 @@ type Log struct {
 	gen      uint64
 	requests []Request
 	rules    []Rules
-	events   chunks // events are many and updated in place: never copied to grow
-	releases []int  // indexes of events, in the order they were released
-	spill    *spill // non-nil once bounded: the fields above stay empty
+	restarts []Restart // kept in memory even when bounded: they are few
+	events   chunks    // events are many and updated in place: never copied to grow
+	releases []int     // indexes of events, in the order they were released
+	spill    *spill    // non-nil once bounded: the fields above stay empty
 }
 
 // chunkSize is how many events one chunk holds.
@@ -352,7 +364,14 @@ func (l *Log) Reset() {
 		l.spill.reset()
 	}
 	l.gen++
-	l.requests, l.events, l.releases, l.rules = nil, chunks{}, nil, nil
+	l.requests, l.events, l.releases, l.rules, l.restarts = nil, chunks{}, nil, nil, nil
+}
+
+// AddRestart records that a client's instance was stopped (Restart).
+func (l *Log) AddRestart(r Restart) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.restarts = append(l.restarts, r)
 }
 
 // Cursor returns the current end of the log.
@@ -364,9 +383,11 @@ func (l *Log) Cursor() Cursor {
 
 func (l *Log) end() Cursor {
 	if s := l.spill; s != nil {
-		return s.end(l.gen)
+		c := s.end(l.gen)
+		c.restarts = len(l.restarts)
+		return c
 	}
-	return Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n, releases: len(l.releases), rules: len(l.rules)}
+	return Cursor{gen: l.gen, requests: len(l.requests), events: l.events.n, releases: len(l.releases), rules: len(l.rules), restarts: len(l.restarts)}
 }
 
 // Since returns a copy of what was recorded after c (everything, for the zero
@@ -390,13 +411,15 @@ func (l *Log) next(c Cursor) (Trace, Cursor) {
 	if c.gen != l.gen {
 		c = Cursor{}
 	}
+	restarts := slices.Clone(l.restarts[min(c.restarts, len(l.restarts)):])
 	if s := l.spill; s != nil {
-		return Trace{Events: s.pendingSince(c.events)}, l.end()
+		return Trace{Events: s.pendingSince(c.events), Restarts: restarts}, l.end()
 	}
 	return Trace{
 		Requests: slices.Clone(l.requests[min(c.requests, len(l.requests)):]),
 		Events:   l.events.since(c.events),
 		Rules:    slices.Clone(l.rules[min(c.rules, len(l.rules)):]),
+		Restarts: restarts,
 	}, l.end()
 }
 
@@ -425,7 +448,7 @@ func (l *Log) NextReleased(c Cursor) ([]Event, Cursor) {
 // Entries merges requests (by Start), events (by Arrived) and rule changes
 // (by At) in time order.
 func (t Trace) Entries() []Entry {
-	out := make([]Entry, 0, len(t.Requests)+len(t.Events)+len(t.Rules))
+	out := make([]Entry, 0, len(t.Requests)+len(t.Events)+len(t.Rules)+len(t.Restarts))
 	for i := range t.Requests {
 		out = append(out, Entry{Request: &t.Requests[i]})
 	}
@@ -435,18 +458,23 @@ func (t Trace) Entries() []Entry {
 	for i := range t.Rules {
 		out = append(out, Entry{Rules: &t.Rules[i]})
 	}
+	for i := range t.Restarts {
+		out = append(out, Entry{Restart: &t.Restarts[i]})
+	}
 	slices.SortStableFunc(out, func(a, b Entry) int { return a.Time().Compare(b.Time()) })
 	return out
 }
 
 // Time is when the entry began: a request's Start, an event's arrival, a rule
-// change's At.
+// change's or a restart's At.
 func (e Entry) Time() time.Time {
 	switch {
 	case e.Request != nil:
 		return e.Request.Start
 	case e.Rules != nil:
 		return e.Rules.At
+	case e.Restart != nil:
+		return e.Restart.At
 	}
 	return e.Event.Arrived
 }
@@ -486,6 +514,8 @@ func ReadJSONL(r io.Reader) (Trace, error) {
 			t.Events = append(t.Events, *e.Event)
 		case e.Rules != nil:
 			t.Rules = append(t.Rules, *e.Rules)
+		case e.Restart != nil:
+			t.Restarts = append(t.Restarts, *e.Restart)
 		}
 	}
 }

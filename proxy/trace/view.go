@@ -101,11 +101,26 @@ func (o Object) Covers(obj Object) bool {
 // is a binary search.
 type Views struct {
 	seen map[viewKey]*sightings
+	// restarts are, per client, when its instances were stopped, in order.
+	restarts map[string][]time.Time
+}
+
+// instance is how many times client had been restarted at t: what one
+// instance was shown, the next has not seen.
+func (v *Views) instance(client string, t time.Time) int {
+	n := 0
+	for _, at := range v.restarts[client] {
+		if !at.After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 type viewKey struct {
-	client string
-	obj    Object // Name "" for a list's scope
+	client   string
+	instance int    // the client's restarts before the sighting
+	obj      Object // Name "" for a list's scope
 }
 
 // sightings are the moments a client was shown a key, in time order, with
@@ -121,21 +136,30 @@ func NewViews(t Trace) *Views {
 		at time.Time
 		rv uint64
 	}
+	v := &Views{restarts: map[string][]time.Time{}}
+	for _, r := range t.Restarts {
+		v.restarts[r.Client] = append(v.restarts[r.Client], r.At)
+	}
+	for _, ts := range v.restarts {
+		slices.SortFunc(ts, time.Time.Compare)
+	}
 	points := map[viewKey][]point{}
 	for i := range t.Events {
 		if o, rv, ok := t.Events[i].Shown(); ok {
-			k := viewKey{t.Events[i].Client, o}
-			points[k] = append(points[k], point{t.Events[i].Released, rv})
+			at := t.Events[i].Released
+			k := viewKey{t.Events[i].Client, v.instance(t.Events[i].Client, at), o}
+			points[k] = append(points[k], point{at, rv})
 		}
 	}
 	for i := range t.Requests {
 		r := &t.Requests[i]
 		if o, rv, ok := r.Shown(); ok {
-			k := viewKey{r.Client, o}
-			points[k] = append(points[k], point{r.Start.Add(r.Latency), rv})
+			at := r.Start.Add(r.Latency)
+			k := viewKey{r.Client, v.instance(r.Client, at), o}
+			points[k] = append(points[k], point{at, rv})
 		}
 	}
-	v := &Views{seen: make(map[viewKey]*sightings, len(points))}
+	v.seen = make(map[viewKey]*sightings, len(points))
 	for k, ps := range points {
 		slices.SortFunc(ps, func(a, b point) int { return a.at.Compare(b.at) })
 		s := &sightings{at: make([]time.Time, len(ps)), newest: make([]uint64, len(ps))}
@@ -150,7 +174,9 @@ func NewViews(t Trace) *Views {
 }
 
 // Seen is the newest resourceVersion of obj that client had been shown
-// strictly before t; 0 if none.
+// strictly before t, since its latest restart before t (Trace.Restarts: a
+// restarted client is a new process that has seen nothing its predecessor
+// was shown); 0 if none.
 func (v *Views) Seen(client string, obj Object, before time.Time) uint64 {
 	// The object itself, lists of its namespace, lists across namespaces.
 	scopes := []Object{obj, {Group: obj.Group, Resource: obj.Resource}}
@@ -158,8 +184,9 @@ func (v *Views) Seen(client string, obj Object, before time.Time) uint64 {
 		scopes = append(scopes, Object{Group: obj.Group, Resource: obj.Resource, Namespace: obj.Namespace})
 	}
 	var rv uint64
+	inst := v.instance(client, before)
 	for _, scope := range scopes {
-		s := v.seen[viewKey{client, scope}]
+		s := v.seen[viewKey{client, inst, scope}]
 		if s == nil {
 			continue
 		}

@@ -131,3 +131,46 @@ func TestReadJSONLBackfillsOldTraces(t *testing.T) {
 		t.Errorf("old trace: FaultKind = %q, want %q from the words of its fault", got, trace.FaultExpire)
 	}
 }
+
+// A restarted client is a new process: what its predecessor was shown (an
+// event released to the old instance's watch just before it was stopped)
+// is not in the new instance's view, which starts with its own list; the
+// restart survives the JSONL round trip.
+func TestViewsStartAfreshAtARestart(t *testing.T) {
+	tr := trace.Trace{
+		Events: []trace.Event{
+			released("c", "example.com", "widgets", "ns", "a", "30", 100), // to the old instance
+			released("c", "example.com", "widgets", "ns", "a", "40", 500), // to the new one, late
+		},
+		Requests: []trace.Request{
+			// The new instance lists from a lagging apiserver, as of 20.
+			{Client: "c", Verb: "list", APIGroup: "example.com", Resource: "widgets", Namespace: "ns", Start: at(250), Latency: 10 * time.Millisecond, Code: 200, ReturnedRV: "20"},
+		},
+		Restarts: []trace.Restart{{Client: "c", At: at(200)}},
+	}
+	var b bytes.Buffer
+	if err := tr.WriteJSONL(&b); err != nil {
+		t.Fatal(err)
+	}
+	read, err := trace.ReadJSONL(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tr := range map[string]trace.Trace{"in memory": tr, "read back from JSONL": read} {
+		v := trace.NewViews(tr)
+		for _, tc := range []struct {
+			what string
+			ms   int
+			want uint64
+		}{
+			{"the old instance, after its event", 150, 30},
+			{"the new instance, before anything", 210, 0},
+			{"the new instance, after its lagging list", 300, 20},
+			{"the new instance, after its own late event", 600, 40},
+		} {
+			if got := v.Seen("c", widgetA, at(tc.ms)); got != tc.want {
+				t.Errorf("%s: %s: Seen(c, %s, t+%dms) = %d, want %d", name, tc.what, widgetA, tc.ms, got, tc.want)
+			}
+		}
+	}
+}
