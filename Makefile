@@ -37,7 +37,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle
+.PHONY: false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-kuberay
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -89,6 +89,9 @@ truth-table-nodelifecycle: assets ## the node lifecycle controller's truth table
 
 truth-table-kcm: assets ## the kube-controller-manager truth table (each pattern with the gate off and on) into scenarios/kcm/truth-table.md
 	STALEFUZZ_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/truth-table.md $(GO) test -count=1 -run=TestKCM -v ./scenarios/kcm/ -ginkgo.label-filter=truth-table
+
+truth-table-kuberay: assets ## KubeRay's truth table (each realistic fault pattern under each action, ENABLE_DETERMINISTIC_HEAD_POD_NAME off and on, STALEFUZZ_TRUTH_TABLE_RUNS (default 3) runs a cell) into scenarios/kuberay/truth-table.md
+	STALEFUZZ_TRUTH_TABLE=$(CURDIR)/scenarios/kuberay/truth-table.md $(GO) test -count=1 -run='^TestTruthTable$$' -v -timeout=60m ./scenarios/kuberay/
 
 TARGET ?= scenarios/pymirror/target.yaml
 fuzz-target: assets ## a campaign (FUZZTIME) on a target file (TARGET, default the Python example scenarios/pymirror/target.yaml) with the stalefuzz command, as a controller author runs it

@@ -10,6 +10,12 @@
 // up-to-date one, nothing is duplicated. Its scale expectations
 // (controllers/ray/expectations) live in memory and die with the process.
 //
+// TestTruthTable writes truth-table.md: each realistic fault pattern under
+// each action, with ENABLE_DETERMINISTIC_HEAD_POD_NAME off and on. It runs
+// only when STALEFUZZ_TRUTH_TABLE names the file to write (make
+// truth-table-kuberay); STALEFUZZ_TRUTH_TABLE_RUNS sets the runs a cell
+// (default 3). TestFalseAlarms runs only with STALEFUZZ_FALSE_ALARMS=N.
+//
 // The tests build the operator when it is not cached (target.Prepare), as
 // `stalefuzz prepare scenarios/kuberay/target.yaml` does: minutes, once.
 package kuberay

@@ -3,7 +3,9 @@ package kuberay_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
 // FuzzKubeRay searches faults a real cluster produces for the operator, as
@@ -199,4 +202,250 @@ func TestFalseAlarms(t *testing.T) {
 	if len(f.ByOracle) > 0 {
 		t.Errorf("false alarms: %s", f)
 	}
+}
+
+// truthPattern is one row of the truth table: a fault a real cluster
+// produces, anchored to a write or an event where the engine allows.
+type truthPattern struct {
+	name string
+	step *fuzz.Step // nil: no fault
+}
+
+// onDefaults says whether a cluster on Kubernetes 1.37's defaults
+// (WatchList, consistent lists) can produce the step: everything but a list
+// served from an apiserver that lags (a relist or restart with a Lag), as
+// the README's table of faults has it.
+func onDefaults(st *fuzz.Step) string {
+	switch {
+	case st == nil:
+		return "—"
+	case st.Action == proxy.Drop:
+		return "no: no apiserver drops an event"
+	case st.Lag > 0:
+		return "no: WatchList's initial list is a consistent read; needs WatchList off, or an informer that lists with resourceVersion=0"
+	}
+	return "yes"
+}
+
+// truthPatterns are the table's rows. The restarts right after the head
+// Pod's create and the first worker's are the committed inputs'
+// (testdata/two-heads.input, testdata/duplicate.input: 0.3 s behind), and
+// the same with Lag 0 or before the answer.
+func truthPatterns(t *testing.T) []truthPattern {
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Prepare(context.Background(), tg, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	s, err := tg.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := func(path string) fuzz.Step {
+		b, err := fuzz.ReadCorpusEntry(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched := s.Decode(b)
+		if len(sched.Steps) != 1 || !sched.Steps[0].IsRestart() {
+			t.Fatalf("%s: %s, want one restart", path, sched)
+		}
+		return sched.Steps[0]
+	}
+	head, worker := decoded("testdata/two-heads.input"), decoded("testdata/duplicate.input")
+	with := func(st fuzz.Step, f func(*fuzz.Step)) *fuzz.Step { f(&st); return &st }
+	current := func(st *fuzz.Step) { st.Lag = 0 }
+	const window = 2100 * time.Millisecond // the target's MaxLagEnd
+	late := func(resource string, d time.Duration) *fuzz.Step {
+		return &fuzz.Step{Client: "kuberay", Resource: resource, Action: proxy.Delay, Delay: d, Length: window}
+	}
+	watch := func(a proxy.Action, lag time.Duration) *fuzz.Step {
+		return &fuzz.Step{Client: "kuberay", Resource: "pods", Action: a, After: 1, Lag: lag, Length: window}
+	}
+	return []truthPattern{
+		{"no fault", nil},
+		{"Pod events 0.3 s late", late("pods", 300*time.Millisecond)},
+		{"Pod events 1 s late", late("pods", time.Second)},
+		{"RayCluster events 1 s late", late("rayclusters", time.Second)},
+		{"Pod watch broken at its 2nd event (re-watch from its last resourceVersion)", watch(proxy.Break, 0)},
+		{"Pod watch broken at its 2nd event, re-watch meets 410 Gone: relist", watch(proxy.Expire, 0)},
+		{"Pod watch broken at its 2nd event, relist after 410 Gone from an apiserver 0.3 s behind", watch(proxy.Expire, 300*time.Millisecond)},
+		{"restart right after the head Pod's create", with(head, current)},
+		{"restart right after the head Pod's create, onto an apiserver 0.3 s behind", &head},
+		{"restart before the answer to the head Pod's create", with(head, func(st *fuzz.Step) { st.Action, st.Lag = proxy.Cut, 0 })},
+		{"restart right after the 1st worker's create", with(worker, current)},
+		{"restart right after the 1st worker's create, onto an apiserver 0.3 s behind", &worker},
+	}
+}
+
+// truthOracles are the oracles a cell names, in this order; any other
+// follows them.
+var truthOracles = []string{"count", "end-state", "lost-update", "crash", "storm"}
+
+// truthCell runs p under action (at its first time) until runs executions
+// were judged (at most twice as many attempts), and says which oracles fired
+// in how many of them; harness errors are counted apart, never as findings,
+// and a fault that did not fire in every judged run says so.
+func truthCell(t *testing.T, e *fuzz.Env, p truthPattern, action, runs int) string {
+	sched := fuzz.Schedule{Knobs: map[string]int{"action": action, "at": 0}}
+	if p.step != nil {
+		sched.Steps = []fuzz.Step{*p.step}
+	}
+	fired := map[string]int{}
+	judged, harness, faulted := 0, 0, 0
+	reported := false
+	for attempt := 0; judged < runs && attempt < 2*runs; attempt++ {
+		res, err := e.Run(context.Background(), sched)
+		if err != nil {
+			harness++
+			t.Logf("schedule %s: %v", sched, err)
+			continue
+		}
+		judged++
+		if faultFired(res, p.step) {
+			faulted++
+		}
+		seen := map[string]bool{}
+		for _, v := range res.Violations {
+			if !seen[v.Oracle] {
+				seen[v.Oracle] = true
+				fired[v.Oracle]++
+			}
+		}
+		if len(res.Violations) > 0 && !reported {
+			reported = true // one report a cell: the others are alike
+			t.Logf("%s\n%s", sched, res.Report())
+		}
+	}
+	var parts []string
+	order := slices.Clone(truthOracles)
+	for _, o := range slices.Sorted(maps.Keys(fired)) {
+		if !slices.Contains(order, o) {
+			order = append(order, o)
+		}
+	}
+	for _, o := range order {
+		if n := fired[o]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d/%d", o, n, judged))
+		}
+	}
+	cell := strings.Join(parts, ", ")
+	if cell == "" {
+		cell = fmt.Sprintf("— 0/%d", judged)
+	}
+	if p.step != nil && faulted < judged {
+		cell += fmt.Sprintf(" (fault fired in %d/%d)", faulted, judged)
+	}
+	if harness > 0 {
+		cell += fmt.Sprintf("; harness errors %d", harness)
+	}
+	return cell
+}
+
+// faultFired says whether the run's fault happened: a restart restarted the
+// operator, a relist met 410 Gone. A break or a delay is taken as fired.
+func faultFired(res *fuzz.Result, st *fuzz.Step) bool {
+	switch {
+	case st == nil:
+		return true
+	case st.IsRestart():
+		return len(res.Restarts) > 0
+	case st.Action == proxy.Expire:
+		for _, r := range res.Trace.Requests {
+			if r.FaultKind == trace.FaultExpire {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// TestTruthTable writes KubeRay's truth table (issue 17): each realistic
+// fault pattern under each action, with ENABLE_DETERMINISTIC_HEAD_POD_NAME
+// off (the default) and on, STALEFUZZ_TRUTH_TABLE_RUNS times (3) each, to
+// the file STALEFUZZ_TRUTH_TABLE names (make truth-table-kuberay). Skipped
+// without it: one control plane per setting and about 250 executions.
+func TestTruthTable(t *testing.T) {
+	out := os.Getenv("STALEFUZZ_TRUTH_TABLE")
+	if out == "" {
+		t.Skip("STALEFUZZ_TRUTH_TABLE=FILE writes the truth table (make truth-table-kuberay)")
+	}
+	runs := 3
+	if v := os.Getenv("STALEFUZZ_TRUTH_TABLE_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("STALEFUZZ_TRUTH_TABLE_RUNS=%q: want a positive number", v)
+		}
+		runs = n
+	}
+	began := time.Now()
+	ps := truthPatterns(t)
+	actions := []string{"nothing", "scale to 3", "scale to 1"}
+	settings := []string{"off", "on"}
+	cells := map[[3]int]string{} // pattern, action, setting
+	for d, setting := range settings {
+		t.Run("ENABLE_DETERMINISTIC_HEAD_POD_NAME "+setting, func(t *testing.T) {
+			tg, err := target.Load("target.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if setting == "on" {
+				tg.Controllers[0].Env = map[string]string{"ENABLE_DETERMINISTIC_HEAD_POD_NAME": "true"}
+			}
+			e := envOf(t, tg)
+			for i, p := range ps {
+				for a := range actions {
+					cells[[3]int{i, a, d}] = truthCell(t, e, p, a, runs)
+					t.Logf("%s | %s | %s: %s", p.name, actions[a], setting, cells[[3]int{i, a, d}])
+				}
+			}
+		})
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	md := truthMarkdown(ps, actions, settings, cells, runs, time.Since(began))
+	if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// truthMarkdown is the table as scenarios/kuberay/truth-table.md holds it.
+func truthMarkdown(ps []truthPattern, actions, settings []string, cells map[[3]int]string, runs int, took time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# KubeRay ray-operator v1.6.2: truth table\n\n")
+	fmt.Fprintf(&b, "Written by `make truth-table-kuberay` (`TestTruthTable`, %d runs a cell, %.0f min in all on a loaded 2-core machine). "+
+		"Each cell: the oracles that fired and in how many of the judged runs; `—` none. "+
+		"Harness errors (an execution that could not be judged) are counted apart and are never findings. "+
+		"The workload is target.yaml's: a RayCluster with a head and two workers, then the action at t+0.5 s (the knob `at` at its first value). "+
+		"Columns: the action, then ENABLE_DETERMINISTIC_HEAD_POD_NAME off (the default) or on.\n\n", runs, took.Minutes())
+	b.WriteString("| pattern | on 1.37's defaults |")
+	for _, a := range actions {
+		for _, s := range settings {
+			fmt.Fprintf(&b, " %s, %s |", a, s)
+		}
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(actions)*len(settings)) + "\n")
+	for i, p := range ps {
+		yes, _, _ := strings.Cut(onDefaults(p.step), ":")
+		fmt.Fprintf(&b, "| %s | %s |", p.name, yes)
+		for a := range actions {
+			for d := range settings {
+				fmt.Fprintf(&b, " %s |", cells[[3]int{i, a, d}])
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n## The patterns\n\n| pattern | schedule step, as the engine prints it | what in a real cluster causes it | on 1.37's defaults (WatchList, consistent lists) |\n|---|---|---|---|\n")
+	for _, p := range ps {
+		step, cause := "no fault", "—"
+		if p.step != nil {
+			step, cause = p.step.String(), p.step.Cause()
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", p.name, step, cause, onDefaults(p.step))
+	}
+	return b.String()
 }
