@@ -56,9 +56,15 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progre
 	settings := knobSettings(e.s.Knobs, math.MaxInt)
 	for _, knobs := range settings {
 		for range 2 {
-			res, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
+			// A harness error (a slow start on a loaded machine) is run
+			// again, as a fuzzed execution's is.
+			var res *Result
+			var err error
+			for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
+				res, err = e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
+			}
 			if err != nil {
-				return f, fmt.Errorf("reference run %v: %w", knobs, err)
+				return f, fmt.Errorf("reference run %v, 3 attempts: %w", knobs, err)
 			}
 			f.MaxDelay = max(f.MaxDelay, watchLatency(res))
 		}
