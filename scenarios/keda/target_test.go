@@ -33,33 +33,6 @@ func knobs(strategy, grow, paused, finish int) map[string]int {
 	return map[string]int{"strategy": strategy, "grow": grow, "paused": paused, "finish": finish}
 }
 
-// TestKEDA runs the operator without faults: two queue Pods make two Jobs;
-// three more at 1 s make one more (maxReplicaCount 3), unless the
-// ScaledJob was paused just before; and no violation.
-func TestKEDA(t *testing.T) {
-	e := env(t)
-	for _, c := range []struct {
-		name                         string
-		strategy, grow, paused, jobs int
-	}{
-		{"nothing more", 0, 0, 0, 2},
-		{"scale out", 0, 1, 0, 3},
-		{"scale out, accurate", 1, 1, 0, 3},
-		{"paused, then scale out", 0, 1, 1, 2},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			sched := fuzz.Schedule{Knobs: knobs(c.strategy, c.grow, c.paused, 0)}
-			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
-			if err != nil {
-				t.Fatalf("schedule %s: %v", sched, err)
-			}
-			if n := jobs(res); n != c.jobs || len(res.Violations) > 0 {
-				t.Errorf("schedule %s: %d Jobs created, violations %v; want %d and none\n%s", sched, n, res.Violations, c.jobs, summary(sched, res))
-			}
-		})
-	}
-}
-
 // jobs counts the Jobs the operator created (from the trace).
 func jobs(res *fuzz.Result) (created int) {
 	for _, r := range res.Trace.Requests {
