@@ -141,6 +141,10 @@ type Patch struct {
 	Type string `yaml:"type"`
 	// Patch is the patch's body, JSON or YAML.
 	Patch string `yaml:"patch"`
+	// Subresource is the subresource patched ("status": what
+	// `kubectl patch --subresource=status` and a CLI that writes an
+	// object's status do). Zero: the object itself.
+	Subresource string `yaml:"subresource"`
 }
 
 // Wait waits until an object exists and, where JSONPath is set, until the

@@ -144,6 +144,12 @@ func patch(ctx context.Context, x *fuzz.Exec, p *Patch, sub func(string) string)
 	if p.Type == "json" {
 		pt = types.JSONPatchType
 	}
+	if p.Subresource != "" {
+		if err := x.Direct.SubResource(p.Subresource).Patch(ctx, u, client.RawPatch(pt, body)); err != nil {
+			return fmt.Errorf("unable to patch %s %s/%s: %w", u.GetKind(), u.GetName(), p.Subresource, err)
+		}
+		return nil
+	}
 	if err := x.Direct.Patch(ctx, u, client.RawPatch(pt, body)); err != nil {
 		return fmt.Errorf("unable to patch %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
