@@ -202,7 +202,7 @@ func build(ctx context.Context, spec, bin string) error {
 	}
 	defer os.RemoveAll(tmp)
 	install := exec.CommandContext(ctx, "go", "install", spec)
-	install.Env = append(os.Environ(), "GOBIN="+tmp)
+	install.Env = append(goEnv(), "GOBIN="+tmp)
 	out, err := install.CombinedOutput()
 	built := filepath.Join(tmp, filepath.Base(bin))
 	if err != nil {
@@ -230,7 +230,7 @@ func buildLocal(ctx context.Context, dir, bin string) error {
 	built := filepath.Join(tmp, filepath.Base(bin))
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", built, ".")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Env = append(goEnv(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build in %s: %w\n%s", dir, err, out)
 	}
@@ -261,7 +261,7 @@ func buildInCopy(ctx context.Context, spec, out, tmp string) error {
 	rel := "./" + strings.TrimPrefix(strings.TrimPrefix(pkg, mod), "/")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, rel)
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	cmd.Env = append(goEnv(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s in a copy of %s@%s: %w\n%s", rel, mod, version, err, b)
 	}
@@ -272,7 +272,7 @@ func buildInCopy(ctx context.Context, spec, out, tmp string) error {
 // returns its directory.
 func moduleDir(ctx context.Context, mod string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod)
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	cmd.Env = append(goEnv(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	cmd.Dir = os.TempDir() // outside any module, so that none's go.mod is read
 	out, err := cmd.Output()
 	var info struct{ Dir, Error string }
@@ -309,4 +309,19 @@ func copyTree(src, dst string) error {
 		}
 		return os.WriteFile(target, b, 0o644)
 	})
+}
+
+// goEnv is the environment of the go commands that build and download a
+// target's modules: this process's, with GOTOOLCHAIN=auto where it is unset
+// or "local", so that a module whose go.mod asks for a newer Go (Argo
+// Rollouts v1.10.2: go 1.26.10) gets that toolchain from the module proxy,
+// as a plain `go install` on a developer's machine would. (go test runs its
+// test binaries with GOTOOLCHAIN=local, which would refuse it.) A user's
+// explicit GOTOOLCHAIN=go1.x.y is kept.
+func goEnv() []string {
+	env := os.Environ()
+	if v := os.Getenv("GOTOOLCHAIN"); v == "" || v == "local" {
+		env = append(env, "GOTOOLCHAIN=auto")
+	}
+	return env
 }
