@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
@@ -81,76 +80,6 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 	rc, rd := created(res, "replicasets")
 	pc, pd := created(res, "pods")
 	return fmt.Sprintf("schedule %s: settled %v, phases %s; replicasets created %d, deleted %d; pods created %d, deleted %d\n%s", sched, res.Settled, res.Phases, rc, rd, pc, pd, res.Report())
-}
-
-// TestArgoRolloutsLostPromote is the finding's regression row: restarted
-// right after its 10th status patch of a Rollout (in the runs that
-// reproduce, the one that adds the blue-green Rollout's BlueGreenPause), onto an apiserver that has not seen that patch, the
-// controller lists the Rollout without its pause; meanwhile the workload has
-// seen the pause and promoted (status.pauseConditions: null). The new
-// process pauses the Rollout again with a status merge patch computed from
-// its stale copy and sent without a resourceVersion (sync.go:789-807), and
-// the promotion is gone: the Rollout ends Paused on the old version, where
-// every no-fault run ends Healthy on the new one (the end-state oracle).
-// The anchor is an ordinal among both Rollouts' status patches, so the input
-// reproduces in about half the runs (9/20 by stalefuzz replay): up to eight
-// runs must show it. Its control: the same restart onto an up-to-date
-// apiserver never loses the promotion (three runs).
-func TestArgoRolloutsLostPromote(t *testing.T) {
-	e := env(t)
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name, input string
-		runs        int
-		lost        bool
-	}{
-		{"lagging apiserver", "testdata/lost-promote.input", 8, true},
-		{"up-to-date apiserver", "testdata/lost-promote-nolag.input", 3, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			b, err := fuzz.ReadCorpusEntry(c.input)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sched := s.Decode(b)
-			var last string
-			for i := 0; i < c.runs; i++ {
-				res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
-				if err != nil {
-					t.Fatalf("schedule %s: %v", sched, err)
-				}
-				last = summary(sched, res)
-				if lostPromotion(res) {
-					if !c.lost {
-						t.Fatalf("schedule %s: run %d lost the promotion, want never\n%s", sched, i+1, last)
-					}
-					t.Logf("schedule %s: the promotion lost in run %d", sched, i+1)
-					return
-				}
-			}
-			if c.lost {
-				t.Errorf("schedule %s: the promotion never lost in %d runs, want at least once\n%s", sched, c.runs, last)
-			}
-		})
-	}
-}
-
-// lostPromotion reports whether a Rollout ended Paused where the no-fault
-// runs end Healthy (the end-state oracle).
-func lostPromotion(res *fuzz.Result) bool {
-	for _, v := range res.Violations {
-		if v.Oracle == "end-state" && strings.Contains(v.Message, `status.phase="Paused" (reference runs: "Healthy")`) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestFalseAlarms: executions whose events are only delayed as much as the
