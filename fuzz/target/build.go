@@ -3,6 +3,8 @@ package target
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,12 +19,63 @@ import (
 // BinaryPath is where Prepare caches the binary of a Go controller,
 // "module/path/cmd@version": $XDG_DATA_HOME/stalefuzz/bin/<path>@<version>/<cmd>.
 func BinaryPath(spec string) string {
+	pkg, _, _ := strings.Cut(spec, "@")
+	return filepath.Join(binDir(), filepath.FromSlash(spec), path.Base(pkg))
+}
+
+func binDir() string {
 	data := os.Getenv("XDG_DATA_HOME")
 	if data == "" {
 		data = filepath.Join(os.Getenv("HOME"), ".local", "share")
 	}
-	pkg, _, _ := strings.Cut(spec, "@")
-	return filepath.Join(data, "stalefuzz", "bin", filepath.FromSlash(spec), path.Base(pkg))
+	return filepath.Join(data, "stalefuzz", "bin")
+}
+
+// isLocal reports whether a Go controller is a directory of the target's
+// ("./dir" or "../dir": a main package in a module of its own) rather than
+// "module/path/cmd@version".
+func isLocal(spec string) bool {
+	return strings.HasPrefix(spec, "./") || strings.HasPrefix(spec, "../")
+}
+
+// binary is where Prepare caches the binary of Go controller spec: BinaryPath
+// for a module at a version; for a local directory,
+// $XDG_DATA_HOME/stalefuzz/bin/local/<dir>-<hash>/<dir>, the hash over its
+// go.mod, go.sum and .go files, so that an edit builds it again.
+func (t *Target) binary(spec string) (string, error) {
+	if !isLocal(spec) {
+		return BinaryPath(spec), nil
+	}
+	dir := t.path(spec)
+	sum, err := sourceHash(dir)
+	if err != nil {
+		return "", fmt.Errorf("unable to hash the sources of %s: %w", dir, err)
+	}
+	base := filepath.Base(dir)
+	return filepath.Join(binDir(), "local", base+"-"+sum, base), nil
+}
+
+// sourceHash is a hash of the go.mod, go.sum and .go files under dir (their
+// paths and contents), 16 hex digits.
+func sourceHash(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if n := d.Name(); n != "go.mod" && n != "go.sum" && !strings.HasSuffix(n, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(b))
+		h.Write(b)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:16], err
 }
 
 // Prepare builds every Go controller of t that is not cached yet and
@@ -36,12 +89,20 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 		if c.Go == "" {
 			continue
 		}
-		bin := BinaryPath(c.Go)
+		bin, err := t.binary(c.Go)
+		if err != nil {
+			return fmt.Errorf("target %s: controllers[%d] %s: %w", t.Name, i, c.Name, err)
+		}
 		if _, err := os.Stat(bin); err == nil {
 			continue
 		}
 		fmt.Fprintf(progress, "stalefuzz: building controller %s from %s (once: cached at %s; minutes the first time)\n", c.Name, c.Go, bin)
-		if err := build(ctx, c.Go, bin); err != nil {
+		if isLocal(c.Go) {
+			err = buildLocal(ctx, t.path(c.Go), bin)
+		} else {
+			err = build(ctx, c.Go, bin)
+		}
+		if err != nil {
 			return fmt.Errorf("target %s: controllers[%d] %s: unable to build %s: %w", t.Name, i, c.Name, c.Go, err)
 		}
 	}
@@ -78,6 +139,27 @@ func build(ctx context.Context, spec, bin string) error {
 		if err := buildInCopy(ctx, spec, built, tmp); err != nil {
 			return err
 		}
+	}
+	return os.Rename(built, bin)
+}
+
+// buildLocal builds the main package in dir, a module of its own, into bin
+// with go build, its go.mod and go.sum as they are (no workspace).
+func buildLocal(ctx context.Context, dir, bin string) error {
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(bin), ".build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	built := filepath.Join(tmp, filepath.Base(bin))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", built, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build in %s: %w\n%s", dir, err, out)
 	}
 	return os.Rename(built, bin)
 }

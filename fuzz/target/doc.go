@@ -1,6 +1,7 @@
 // Package target declares a controller under test in a file, with no Go
 // code: the controllers (a command line in any language, or a Go main
-// package at a pinned version that Prepare builds and caches), their CRDs
+// package at a pinned version or in a module directory of its own that
+// Prepare builds and caches), their CRDs
 // (files, directories, or a path inside a Go module's zip), what a cluster
 // runs beside them (kube-controller-manager's controllers and a kubelet
 // stand-in: Builtins), the knobs, the workload (ordered steps: apply,
@@ -34,7 +35,9 @@
 //
 // Prepare builds every Go controller once ("go install module/path@version",
 // or, where the module's replace directives refuse that, "go build" inside
-// a copy of the downloaded module) into the binary cache and downloads
+// a copy of the downloaded module; for a local directory "./dir", "go build"
+// in it, cached by a hash of its go.mod, go.sum and .go files, so that an
+// edit builds it again) into the binary cache and downloads
 // every module a CRD path names. Scenario only resolves those paths and
 // refuses one that Prepare has not made, naming the command that does.
 //

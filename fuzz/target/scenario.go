@@ -195,7 +195,11 @@ func (t *Target) processes() ([]process, error) {
 		var path string
 		switch {
 		case c.Go != "":
-			path = BinaryPath(c.Go)
+			p, err := t.binary(c.Go)
+			if err != nil {
+				return nil, fmt.Errorf("target %s: controllers[%d] %s: %w", t.Name, i, c.Name, err)
+			}
+			path = p
 			if _, err := os.Stat(path); err != nil {
 				return nil, fmt.Errorf("target %s: controllers[%d] %s: %s is not built yet (run 'stalefuzz prepare' on the target file, or 'stalefuzz fuzz', which prepares first): %w", t.Name, i, c.Name, c.Go, err)
 			}

@@ -55,7 +55,10 @@ type Controller struct {
 	// PATH. Exactly one of Command and Go.
 	Command []string `yaml:"command"`
 
-	// Go is a main package at a version, "module/path/cmd@v1.2.3", built by
+	// Go is a main package at a version, "module/path/cmd@v1.2.3", or a
+	// directory of the target's, "./dir" or "../dir" (relative to Dir), that
+	// holds a main package in a Go module of its own (its go.mod and go.sum:
+	// a main that links a project's packages at a pinned version), built by
 	// Prepare and cached. Args are appended to it.
 	Go string `yaml:"go"`
 

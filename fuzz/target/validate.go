@@ -89,7 +89,7 @@ func (t *Target) validate(p *positions) error {
 		case len(c.Command) > 0 && c.Go != "":
 			bad(errors.New("both command and go: want one"), "controllers", i, "go")
 		case c.Go != "" && !validGo(c.Go):
-			bad(fmt.Errorf("want module/path/cmd@version, got %q", c.Go), "controllers", i, "go")
+			bad(fmt.Errorf("want module/path/cmd@version or a directory ./dir, got %q", c.Go), "controllers", i, "go")
 		}
 		if c.Kubeconfig.Env != "" && c.Kubeconfig.Flag != "" {
 			bad(errors.New("both env and flag: want one"), "controllers", i, "kubeconfig")
@@ -230,6 +230,9 @@ func parseDuration(s string) (time.Duration, error) {
 
 // validGo says whether s looks like path@version.
 func validGo(s string) bool {
+	if isLocal(s) {
+		return !strings.ContainsAny(s, "@ \t")
+	}
 	path, version, ok := strings.Cut(s, "@")
 	return ok && path != "" && version != "" && !strings.ContainsAny(s, " \t")
 }
