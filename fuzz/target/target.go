@@ -138,6 +138,9 @@ type Patch struct {
 	Type string `yaml:"type"`
 	// Patch is the patch's body, JSON or YAML.
 	Patch string `yaml:"patch"`
+	// Subresource is "status" to patch the status subresource (as a
+	// command-line tool that writes a condition does). Zero: the object.
+	Subresource string `yaml:"subresource"`
 }
 
 // Wait waits until an object exists and, where JSONPath is set, until the

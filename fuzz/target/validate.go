@@ -197,6 +197,9 @@ func (t *Target) validateStep(s Step, bad func(error, ...any), refs func(string,
 		if !slices.Contains([]string{"", "merge", "json"}, s.Patch.Type) {
 			bad(fmt.Errorf("want merge or json, got %q", s.Patch.Type), "patch", "type")
 		}
+		if !slices.Contains([]string{"", "status"}, s.Patch.Subresource) {
+			bad(fmt.Errorf("want status or nothing, got %q", s.Patch.Subresource), "patch", "subresource")
+		}
 		if s.Patch.Patch == "" {
 			bad(errors.New("want the patch's body"), "patch", "patch")
 		}

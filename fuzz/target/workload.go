@@ -144,8 +144,13 @@ func patch(ctx context.Context, x *fuzz.Exec, p *Patch, sub func(string) string)
 	if p.Type == "json" {
 		pt = types.JSONPatchType
 	}
-	if err := x.Direct.Patch(ctx, u, client.RawPatch(pt, body)); err != nil {
-		return fmt.Errorf("unable to patch %s %s: %w", u.GetKind(), u.GetName(), err)
+	if p.Subresource == "status" {
+		err = x.Direct.Status().Patch(ctx, u, client.RawPatch(pt, body))
+	} else {
+		err = x.Direct.Patch(ctx, u, client.RawPatch(pt, body))
+	}
+	if err != nil {
+		return fmt.Errorf("unable to patch %s %s %s: %w", u.GetKind(), u.GetName(), p.Subresource, err)
 	}
 	return nil
 }
