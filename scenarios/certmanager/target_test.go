@@ -139,6 +139,57 @@ func TestCertManagerTwoKeys(t *testing.T) {
 	}
 }
 
+// reissued lists the CertificateRequests created for a revision after the
+// first ("ca-2", "leaf-3"): with no edit, renewal or deleted Secret, each
+// is an issuance nobody asked for.
+func reissued(res *fuzz.Result) []string {
+	var out []string
+	for _, r := range res.Trace.Requests {
+		if r.Resource == "certificaterequests" && r.Verb == "create" && r.Code == 201 && r.Subresource == "" && !strings.HasSuffix(r.Name, "-1") {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// TestCertManagerReissue is the second finding's regression row: with
+// every Secrets event 100 ms late and nothing else, the trigger controller
+// reads the Secret the issuing controller has just written from a cache
+// that does not have it yet ("Issuing certificate as Secret does not
+// exist"), or has the previous revision's ("Secret contains a private key
+// that does not match the current CertificateRequest"), and starts another
+// issuance: each Certificate is issued again and again while the lag lasts
+// (5/5 runs in each gates value, TestCertManagerTruthTable). Its control:
+// no fault, one issuance each.
+func TestCertManagerReissue(t *testing.T) {
+	_, e := env(t)
+	none := map[string]int{"gates": 0, "edit": 0, "renew": 0, "victim": 0}
+	for _, c := range []struct {
+		name  string
+		sched fuzz.Schedule
+		want  bool
+	}{
+		{"Secrets events 100 ms late", slowSecrets(0, 100*time.Millisecond), true},
+		{"Secrets events 100 ms late, ServerSideApply=true", slowSecrets(2, 100*time.Millisecond), true},
+		{"no fault", fuzz.Schedule{Knobs: none}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := e.Run(context.Background(), c.sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", c.sched, err)
+			}
+			again := reissued(res)
+			counted := false
+			for _, v := range res.Violations {
+				counted = counted || v.Oracle == "count" && strings.Contains(v.Message, "live CertificateRequests at once")
+			}
+			if got := len(again) > 0; got != c.want || counted != c.want {
+				t.Errorf("schedule %s: issued again %v (count oracle: %v), want %v\n%s", c.sched, again, counted, c.want, summary(c.sched, res))
+			}
+		})
+	}
+}
+
 // TestCertManagerTwoKeysRate measures how often two next private keys
 // appear, from the saved input per knob "gates" value and under a slow
 // Secrets watch alone (STALEFUZZ_RATE=N runs of each).
@@ -208,5 +259,74 @@ func TestFalseAlarms(t *testing.T) {
 	t.Logf("false alarms of certmanager: %s", f)
 	if len(f.ByOracle) > 0 {
 		t.Errorf("false alarms: %s", f)
+	}
+}
+
+// TestCertManagerTruthTable prints, per workload pattern and gates value,
+// what each fault makes (the violations by oracle and kind) in
+// STALEFUZZ_RATE=N runs: no fault, Secrets events 100 ms late, and the
+// campaign input's restart onto an apiserver 0.3 s behind.
+func TestCertManagerTruthTable(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("STALEFUZZ_RATE"))
+	if n == 0 {
+		t.Skip("STALEFUZZ_RATE=N runs it")
+	}
+	b, err := fuzz.ReadCorpusEntry("testdata/two-keys.input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, e := env(t)
+	s, err := tg.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	patterns := []struct {
+		name  string
+		knobs map[string]int
+	}{
+		{"issuance", map[string]int{"edit": 0, "renew": 0, "victim": 0}},
+		{"dnsNames edit during issuance", map[string]int{"edit": 1, "renew": 0, "victim": 0}},
+		{"cmctl renew", map[string]int{"edit": 0, "renew": 1, "victim": 0}},
+		{"leaf Secret deleted", map[string]int{"edit": 0, "renew": 0, "victim": 1}},
+	}
+	faults := []struct {
+		name  string
+		steps []fuzz.Step
+	}{
+		{"no fault", nil},
+		{"Secrets 100 ms late", slowSecrets(0, 100*time.Millisecond).Steps},
+		{"restart, 0.3 s behind", s.Decode(b).Steps},
+	}
+	for _, p := range patterns {
+		for g := range 3 {
+			for _, f := range faults {
+				knobs := map[string]int{"gates": g}
+				for k, v := range p.knobs {
+					knobs[k] = v
+				}
+				sched := fuzz.Schedule{Knobs: knobs, Steps: f.steps}
+				seen := map[string]int{}
+				for range n {
+					res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+					if err != nil {
+						t.Fatalf("schedule %s: %v", sched, err)
+					}
+					kinds := map[string]bool{}
+					for _, v := range res.Violations {
+						k := v.Oracle
+						for _, kind := range []string{"Secrets", "CertificateRequests"} {
+							if strings.Contains(v.Message, "live "+kind) {
+								k += " " + kind
+							}
+						}
+						kinds[k] = true
+					}
+					for k := range kinds {
+						seen[k]++
+					}
+				}
+				t.Logf("%s | gates=%d | %s | %v in %d runs", p.name, g, f.name, seen, n)
+			}
+		}
 	}
 }
