@@ -134,7 +134,11 @@ type Object struct {
 // Patch changes one object as a user would.
 type Patch struct {
 	Object `yaml:",inline"`
-	// Type is "merge" (RFC 7386) or "json" (RFC 6902). Zero: merge.
+	// Type is "merge" (RFC 7386), "json" (RFC 6902) or "apply" (a
+	// server-side apply, forced, by field manager "stalefuzz-workload"; the
+	// body is the object's fields without apiVersion, kind or metadata.name,
+	// which the step supplies: list-map entries such as conditions merge by
+	// key). Zero: merge.
 	Type string `yaml:"type"`
 	// Patch is the patch's body, JSON or YAML.
 	Patch string `yaml:"patch"`
