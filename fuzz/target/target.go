@@ -109,8 +109,10 @@ type Step struct {
 	// the previous step.
 	At string `yaml:"at"`
 
-	Apply  *Apply  `yaml:"apply"`
-	Patch  *Patch  `yaml:"patch"`
+	Apply *Apply `yaml:"apply"`
+	Patch *Patch `yaml:"patch"`
+	// Delete deletes an object; one already absent is written to the
+	// execution's log, as a wait that timed out is, not an error.
 	Delete *Object `yaml:"delete"`
 	Wait   *Wait   `yaml:"wait"`
 }

@@ -68,6 +68,13 @@ func runSteps(ctx context.Context, x *fuzz.Exec, knobs []Knob, steps []step) err
 			if err = namespaced(x, u); err == nil {
 				err = x.Direct.Delete(ctx, u)
 			}
+			if apierrors.IsNotFound(err) {
+				// What the step wants is already so (kubectl delete
+				// --ignore-not-found): a controller that has not made the
+				// object yet is for the oracles to judge.
+				x.Logf("workload", "delete %s %s: not found; going on with the next step", u.GetKind(), u.GetName())
+				err = nil
+			}
 		case s.Wait != nil:
 			err = wait(ctx, x, s.Wait, sub)
 		}
