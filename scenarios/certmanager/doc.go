@@ -10,4 +10,14 @@
 // links the published module's controllers the way cmd/controller/app does.
 // The tests build it when it is not cached (target.Prepare), as `stalefuzz
 // prepare scenarios/certmanager/target.yaml` does: minutes, once.
+//
+// TestCertManager runs the knobs without faults. TestCertManagerTwoKeys is
+// finding 1's regression row: the key manager makes a second next private
+// key Secret for one Certificate when its status write naming the first
+// meets a 409 and the first Secret's event is late. TestCertManagerReissue
+// is finding 2's: with the Secrets watch 100 ms late, the trigger
+// controller reads the Secret just written from a cache that lacks it and
+// issues the Certificate again, round after round. The rate and truth-table
+// tests run only with STALEFUZZ_RATE=N, TestFalseAlarms with
+// STALEFUZZ_FALSE_ALARMS=N. See README.md.
 package certmanager
