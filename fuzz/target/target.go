@@ -112,8 +112,10 @@ type Step struct {
 	// the previous step.
 	At string `yaml:"at"`
 
-	Apply  *Apply  `yaml:"apply"`
-	Patch  *Patch  `yaml:"patch"`
+	Apply *Apply `yaml:"apply"`
+	Patch *Patch `yaml:"patch"`
+	// Delete deletes an object; one already absent is written to the
+	// execution's log, as a wait that timed out is, not an error.
 	Delete *Object `yaml:"delete"`
 	Wait   *Wait   `yaml:"wait"`
 }
@@ -137,13 +139,16 @@ type Object struct {
 // Patch changes one object as a user would.
 type Patch struct {
 	Object `yaml:",inline"`
-	// Type is "merge" (RFC 7386) or "json" (RFC 6902). Zero: merge.
+	// Type is "merge" (RFC 7386), "json" (RFC 6902) or "apply" (a
+	// server-side apply, forced, by field manager "stalefuzz-workload"; the
+	// body is the object's fields without apiVersion, kind or metadata.name,
+	// which the step supplies: list-map entries such as conditions merge by
+	// key). Zero: merge.
 	Type string `yaml:"type"`
 	// Patch is the patch's body, JSON or YAML.
 	Patch string `yaml:"patch"`
-	// Subresource is the subresource patched ("status": what
-	// `kubectl patch --subresource=status` and a CLI that writes an
-	// object's status do). Zero: the object itself.
+	// Subresource is "status" to patch the status subresource (as a
+	// command-line tool that writes a condition does). Zero: the object.
 	Subresource string `yaml:"subresource"`
 }
 

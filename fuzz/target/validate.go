@@ -194,8 +194,11 @@ func (t *Target) validateStep(s Step, bad func(error, ...any), refs func(string,
 		refs(s.Apply.Manifest, false, "apply", "manifest")
 	case s.Patch != nil:
 		object(s.Patch.Object, "patch")
-		if !slices.Contains([]string{"", "merge", "json"}, s.Patch.Type) {
-			bad(fmt.Errorf("want merge or json, got %q", s.Patch.Type), "patch", "type")
+		if !slices.Contains([]string{"", "merge", "json", "apply"}, s.Patch.Type) {
+			bad(fmt.Errorf("want merge, json or apply, got %q", s.Patch.Type), "patch", "type")
+		}
+		if !slices.Contains([]string{"", "status"}, s.Patch.Subresource) {
+			bad(fmt.Errorf("want status or nothing, got %q", s.Patch.Subresource), "patch", "subresource")
 		}
 		if s.Patch.Patch == "" {
 			bad(errors.New("want the patch's body"), "patch", "patch")

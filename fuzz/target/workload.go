@@ -3,6 +3,7 @@ package target
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +67,13 @@ func runSteps(ctx context.Context, x *fuzz.Exec, knobs []Knob, steps []step) err
 			u := object(*s.Delete, sub)
 			if err = namespaced(x, u); err == nil {
 				err = x.Direct.Delete(ctx, u)
+			}
+			if apierrors.IsNotFound(err) {
+				// What the step wants is already so (kubectl delete
+				// --ignore-not-found): a controller that has not made the
+				// object yet is for the oracles to judge.
+				x.Logf("workload", "delete %s %s: not found; going on with the next step", u.GetKind(), u.GetName())
+				err = nil
 			}
 		case s.Wait != nil:
 			err = wait(ctx, x, s.Wait, sub)
@@ -141,19 +149,49 @@ func patch(ctx context.Context, x *fuzz.Exec, p *Patch, sub func(string) string)
 		return fmt.Errorf("unable to read the patch of %s %s as JSON or YAML: %w", u.GetKind(), u.GetName(), err)
 	}
 	pt := types.MergePatchType
-	if p.Type == "json" {
+	var apply bool
+	switch p.Type {
+	case "json":
 		pt = types.JSONPatchType
-	}
-	if p.Subresource != "" {
-		if err := x.Direct.SubResource(p.Subresource).Patch(ctx, u, client.RawPatch(pt, body)); err != nil {
-			return fmt.Errorf("unable to patch %s %s/%s: %w", u.GetKind(), u.GetName(), p.Subresource, err)
+	case "apply":
+		// The body names its object: the step's, in the execution's namespace.
+		if body, err = applyBody(body, u); err != nil {
+			return fmt.Errorf("unable to read the patch of %s %s as an object: %w", u.GetKind(), u.GetName(), err)
 		}
-		return nil
+		pt, apply = types.ApplyPatchType, true
 	}
-	if err := x.Direct.Patch(ctx, u, client.RawPatch(pt, body)); err != nil {
-		return fmt.Errorf("unable to patch %s %s: %w", u.GetKind(), u.GetName(), err)
+	switch {
+	case p.Subresource == "status" && apply:
+		err = x.Direct.Status().Patch(ctx, u, client.RawPatch(pt, body), client.FieldOwner(workloadFieldOwner), client.ForceOwnership)
+	case p.Subresource == "status":
+		err = x.Direct.Status().Patch(ctx, u, client.RawPatch(pt, body))
+	case apply:
+		err = x.Direct.Patch(ctx, u, client.RawPatch(pt, body), client.FieldOwner(workloadFieldOwner), client.ForceOwnership)
+	default:
+		err = x.Direct.Patch(ctx, u, client.RawPatch(pt, body))
+	}
+	if err != nil {
+		return fmt.Errorf("unable to patch %s %s %s: %w", u.GetKind(), u.GetName(), p.Subresource, err)
 	}
 	return nil
+}
+
+// workloadFieldOwner is the field manager of the workload's apply patches.
+const workloadFieldOwner = "stalefuzz-workload"
+
+// applyBody is an apply patch's body with the apiVersion, kind, name and
+// namespace of u.
+func applyBody(body []byte, u *unstructured.Unstructured) ([]byte, error) {
+	obj := map[string]any{}
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, err
+	}
+	a := &unstructured.Unstructured{Object: obj}
+	a.SetAPIVersion(u.GetAPIVersion())
+	a.SetKind(u.GetKind())
+	a.SetName(u.GetName())
+	a.SetNamespace(u.GetNamespace())
+	return json.Marshal(a.Object)
 }
 
 // wait polls the object until it exists and the value at JSONPath is Value.
