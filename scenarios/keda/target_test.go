@@ -3,8 +3,6 @@ package keda_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -59,22 +57,7 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 // count violations, which are not the oracle's false alarms (README.md,
 // "False alarms": 43 of 187 with delays up to 0.75 s).
 func TestFalseAlarms(t *testing.T) {
-	v := os.Getenv("STALEFUZZ_FALSE_ALARMS")
-	if v == "" {
-		t.Skip("STALEFUZZ_FALSE_ALARMS=N runs it (make false-alarms-targets)")
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("STALEFUZZ_FALSE_ALARMS=%q: %v", v, err)
-	}
-	f, err := target.MeasureFalseAlarms(context.Background(), "target.yaml", n, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("false alarms of keda: %s", f)
-	if len(f.ByOracle) > 0 {
-		t.Errorf("false alarms: %s", f)
-	}
+	target.CheckFalseAlarms(t, "target.yaml", 0)
 }
 
 // TestKEDALateJobEvents is the finding's regression row. Its saved input
