@@ -99,8 +99,11 @@ type Scenario struct {
 	// status they recompute, a counter) is theirs to rewrite, while one
 	// they never change there (the user's spec, a name or plan a
 	// controller sets once) must not be replaced from a view that predates
-	// its value. A knob setting whose reference runs were not clean is not
-	// judged. Zero: only LostUpdates' paths.
+	// its value. Only resources the writer reads at all are judged: a
+	// client that never watches, gets or lists a resource (an event
+	// recorder and its events) writes there blind by design, which the
+	// blind-write audit reports. A knob setting whose reference runs were
+	// not clean is not judged. Zero: only LostUpdates' paths.
 	LostUpdatesAnyField bool
 
 	// Counts are count-safety oracles: kinds whose live objects per
