@@ -193,6 +193,24 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 // build installs spec into bin: go install, or, where the module's replace
 // directives refuse that, go build inside a copy of the module.
 func build(ctx context.Context, spec, bin string) error {
+	return buildInto(bin, func(built, tmp string) error {
+		install := exec.CommandContext(ctx, "go", "install", spec)
+		install.Env = append(goEnv(), "GOBIN="+tmp)
+		out, err := install.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if !bytes.Contains(out, []byte("replace directives")) && !bytes.Contains(out, []byte("must not contain directives")) {
+			return fmt.Errorf("go install %s: %w\n%s", spec, err, out)
+		}
+		return buildInCopy(ctx, spec, built, tmp)
+	})
+}
+
+// buildInto runs make with a temporary directory beside bin and the path
+// there that make must build (named as bin), then moves it to bin: a build
+// that fails or is interrupted leaves no binary behind.
+func buildInto(bin string, make func(built, tmp string) error) error {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return err
 	}
@@ -201,17 +219,9 @@ func build(ctx context.Context, spec, bin string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	install := exec.CommandContext(ctx, "go", "install", spec)
-	install.Env = append(goEnv(), "GOBIN="+tmp)
-	out, err := install.CombinedOutput()
 	built := filepath.Join(tmp, filepath.Base(bin))
-	if err != nil {
-		if !bytes.Contains(out, []byte("replace directives")) && !bytes.Contains(out, []byte("must not contain directives")) {
-			return fmt.Errorf("go install %s: %w\n%s", spec, err, out)
-		}
-		if err := buildInCopy(ctx, spec, built, tmp); err != nil {
-			return err
-		}
+	if err := make(built, tmp); err != nil {
+		return err
 	}
 	return os.Rename(built, bin)
 }
@@ -219,22 +229,15 @@ func build(ctx context.Context, spec, bin string) error {
 // buildLocal builds the main package in dir into bin with go build, the
 // go.mod and go.sum of its module as they are (no workspace).
 func buildLocal(ctx context.Context, dir, bin string) error {
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(bin), ".build-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	built := filepath.Join(tmp, filepath.Base(bin))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", built, ".")
-	cmd.Dir = dir
-	cmd.Env = append(goEnv(), "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build in %s: %w\n%s", dir, err, out)
-	}
-	return os.Rename(built, bin)
+	return buildInto(bin, func(built, _ string) error {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", built, ".")
+		cmd.Dir = dir
+		cmd.Env = append(goEnv(), "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build in %s: %w\n%s", dir, err, out)
+		}
+		return nil
+	})
 }
 
 // buildInCopy builds spec's main package inside a writable copy of its
