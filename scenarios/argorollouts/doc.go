@@ -9,6 +9,7 @@
 // and when the new version comes.
 //
 // The tests build the controller when it is not cached (target.Prepare), as
-// `GOTOOLCHAIN=auto stalefuzz prepare scenarios/argorollouts/target.yaml`
-// does: minutes, once. Its go.mod asks for go 1.26.10.
+// `stalefuzz prepare scenarios/argorollouts/target.yaml` (its go commands run
+// with GOTOOLCHAIN=auto, which fetches the go 1.26.10 its go.mod asks for)
+// does: minutes, once.
 package argorollouts

@@ -3,7 +3,6 @@ package argorollouts_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
@@ -18,21 +17,11 @@ func FuzzArgoRollouts(f *testing.F) { target.Fuzz(f, "target.yaml") }
 // is not cached (minutes, once).
 func env(t *testing.T) *fuzz.Env {
 	t.Helper()
-	toolchain(t)
 	tg, err := target.Load("target.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return target.StartEnv(t, tg)
-}
-
-// toolchain lets the go command fetch the toolchain Argo Rollouts' go.mod
-// asks for ("go 1.26.10"): with GOTOOLCHAIN=local and an older go, neither
-// its build nor the download of its CRDs' module runs.
-func toolchain(t *testing.T) {
-	if os.Getenv("GOTOOLCHAIN") == "" {
-		t.Setenv("GOTOOLCHAIN", "auto")
-	}
 }
 
 // TestArgoRollouts runs the controller without faults, promote and abort:
@@ -85,6 +74,5 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 // apiserver delayed them in the no-fault reference runs raise no violation.
 // It runs only with STALEFUZZ_FALSE_ALARMS=N (make false-alarms-targets).
 func TestFalseAlarms(t *testing.T) {
-	toolchain(t)
 	target.CheckFalseAlarms(t, "target.yaml", 0)
 }
