@@ -158,7 +158,7 @@
 //     no-lag seeds and no reference-run seeds (Realistic, AnchoredLoss), so that a
 //     campaign measures what the mutator finds on its own.
 //   - STALEFUZZ_SHARD: "K/N", while fuzzing only the Kth of N disjoint
-//     shares of the seeds (Shard).
+//     shares of the schedules, seeds and mutated inputs alike (Shard).
 //   - STALEFUZZ_FINDINGS: directory for findings' traces, pictures and
 //     corpus entries. Default: $TMPDIR/stalefuzz-findings. When set, a
 //     replayed KnownBug corpus entry writes its trace and picture there too.

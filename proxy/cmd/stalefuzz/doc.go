@@ -21,7 +21,8 @@
 // no Go dependency on stalefuzz), saying what they build. fuzz searches fault
 // schedules with go test's fuzzing engine for --time from an empty corpus (or
 // --corpus's entries, to which it adds what it found interesting), --shard
-// K/N taking only its share of the seeds (package fuzz, Shard); it prints each
+// K/N executing only its share of the schedules, seeds and mutations alike
+// (package fuzz, Shard); it prints each
 // finding's report, its files in --findings (trace, picture, the
 // controllers' log, the saved input) and the replay command, and exits 0 with
 // no finding, 1 with one, 2 when the campaign could not run; --junit writes

@@ -104,7 +104,7 @@ usage or harness error (nothing was judged).`,
 	cmd.Flags().StringVar(&findings, "findings", "stalefuzz-findings", "directory for findings' traces, pictures, logs and inputs")
 	cmd.Flags().StringVar(&junit, "junit", "", "write the result as JUnit XML to this file")
 	cmd.Flags().StringVar(&corpus, "corpus", "", "a corpus directory (Go's format): the campaign starts from its entries and adds the inputs it found interesting; shards' directories merge by copying files")
-	cmd.Flags().StringVar(&shard, "shard", "", "K/N: search only the Kth of N disjoint shares of the seeds (K from 0, as a Job's JOB_COMPLETION_INDEX); findings of N shards merge by copying files")
+	cmd.Flags().StringVar(&shard, "shard", "", "K/N: execute only the Kth of N disjoint shares of the schedules, seeds and mutations alike (K from 0, as a Job's JOB_COMPLETION_INDEX); findings of N shards merge by copying files")
 	return cmd
 }
 
