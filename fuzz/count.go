@@ -284,6 +284,9 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 			}
 		}
 		ends[run] = res.ends
+		if run == 0 && e.refRuns != nil {
+			e.refRuns[key] = res
+		}
 		ref.settled = ref.settled && res.Settled
 		rewrittenFields(res.Trace, res.direct, ref.rewritten)
 	}

@@ -77,7 +77,10 @@ type Env struct {
 	// taught the count and end-state oracles (learnedReference); nil when
 	// they were not clean.
 	learnedRefs map[string]*learned
-	slack       time.Duration // budget multiplier: 10 while warming up, else 1
+	// refRuns, when not nil, keeps each knob setting's first reference run
+	// (the coordinator's, for referenceSeeds).
+	refRuns map[string]*Result
+	slack   time.Duration // budget multiplier: 10 while warming up, else 1
 
 	fixture any
 	cleanup func() error

@@ -91,8 +91,10 @@ func Fuzz(f *testing.F, s Scenario) {
 		coordinate(f.Name(), s.Name, func() {
 			// The coordinator owns the corpus: seeds from reference runs
 			// are added here, before fuzzing starts.
-			if os.Getenv("STALEFUZZ_NO_SEEDS") == "" && s.Space.anchored() {
-				addReferenceSeeds(f, s, shard)
+			seeds := os.Getenv("STALEFUZZ_NO_SEEDS") == "" && s.Space.anchored()
+			learn := s.Storm || s.needsLearned()
+			if seeds || learn {
+				runReferences(f, s, shard, seeds, learn)
 			}
 			for _, b := range noLag {
 				if shard.Owns(s, b) {
@@ -207,19 +209,36 @@ func noLagSeeds(s Scenario, origins map[string]string) [][]byte {
 	return out
 }
 
-// addReferenceSeeds runs the scenario's reference runs in a control plane of
-// the coordinator's own, stopped before fuzzing begins, and adds the seeds
-// derived from them (referenceSeeds). It says on stderr what it is doing: it
-// takes seconds before the first execution.
-func addReferenceSeeds(f *testing.F, s Scenario, shard Shard) {
+// runReferences runs the scenario's reference runs in a control plane of
+// the coordinator's own, stopped before fuzzing begins: when learn, those the
+// learned oracles need, written for the workers (learnAll, writeLearned);
+// when seeds, one per knob setting (those already run serve), from which it
+// adds the seeds referenceSeeds derives. It says on stderr what it is doing:
+// it takes seconds before the first execution.
+func runReferences(f *testing.F, s Scenario, shard Shard, seeds, learn bool) {
 	began := time.Now()
-	fmt.Fprintf(os.Stderr, "stalefuzz: %s: reference runs without lag, to derive seeds (a control plane of their own, then the campaign)\n", s.Name)
+	fmt.Fprintf(os.Stderr, "stalefuzz: %s: reference runs without faults, once for every worker (a control plane of their own, then the campaign)\n", s.Name)
 	env, err := newEnv(s, false)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stalefuzz: %s: no reference seeds: %v\n", s.Name, err)
+		fmt.Fprintf(os.Stderr, "stalefuzz: %s: no reference runs: %v\n", s.Name, err)
 		return
 	}
-	seeds, err := referenceSeeds(context.Background(), env)
+	if learn {
+		path := learnedFilePath(f.Name())
+		_ = os.Remove(path)
+		clean, settings := env.learnAll(context.Background())
+		if err := env.writeLearned(path); err != nil {
+			fmt.Fprintf(os.Stderr, "stalefuzz: %s: %v (each worker learns them itself)\n", s.Name, err)
+		}
+		fmt.Fprintf(os.Stderr, "stalefuzz: %s: the learned oracles' references: %d of %d knob settings clean, in %.1fs\n", s.Name, clean, settings, time.Since(began).Seconds())
+	}
+	if !seeds {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stalefuzz: %s: %v\n", s.Name, err)
+		}
+		return
+	}
+	seedList, err := referenceSeeds(context.Background(), env)
 	if serr := env.Stop(); serr != nil {
 		err = errors.Join(err, serr)
 	}
@@ -228,7 +247,7 @@ func addReferenceSeeds(f *testing.F, s Scenario, shard Shard) {
 		return
 	}
 	var inputs [][]byte
-	for _, seed := range seeds {
+	for _, seed := range seedList {
 		b := s.Encode(seed)
 		if !shard.Owns(s, b) {
 			continue
@@ -237,7 +256,7 @@ func addReferenceSeeds(f *testing.F, s Scenario, shard Shard) {
 		inputs = append(inputs, b)
 	}
 	writeReferenceSeeds(f.Name(), inputs)
-	fmt.Fprintf(os.Stderr, "stalefuzz: %s: %d seeds from reference runs in %.1fs\n", s.Name, len(seeds), time.Since(began).Seconds())
+	fmt.Fprintf(os.Stderr, "stalefuzz: %s: %d seeds from reference runs in %.1fs\n", s.Name, len(seedList), time.Since(began).Seconds())
 }
 
 // findingName names a finding's files: the scenario and the input's hash.
@@ -316,8 +335,18 @@ func reserveFinding(dir, base string) (string, error) {
 // prepareReferences runs the no-lag reference for every knob setting before
 // fuzzing, so that no execution pays for one inside its clock.
 func (e *Env) prepareReferences(f *testing.F) {
+	// What the coordinator learned for this campaign (learnAll) serves.
+	if e.s.Storm || e.s.needsLearned() {
+		n, err := e.readLearned(learnedFilePath(f.Name()))
+		if err != nil {
+			f.Logf("%v: learning them again", err)
+		}
+		if n > 0 {
+			f.Logf("scenario %s: the no-fault references of %d knob settings, from the campaign's coordinator", e.s.Name, n)
+		}
+	}
 	combos := knobSettings(e.s.Knobs, math.MaxInt)
-	if len(combos) > 16 {
+	if len(combos) > maxSharedSettings {
 		f.Logf("scenario %s: %d knob settings: differential references computed on first use", e.s.Name, len(combos))
 		return
 	}
@@ -331,7 +360,7 @@ func (e *Env) prepareReferences(f *testing.F) {
 			ref := e.learnedReference(context.Background(), c)
 			if ref == nil {
 				f.Logf("scenario %s: the no-fault reference runs for %v were not clean: the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c)
-			} else if len(e.s.EndStates) > 0 {
+			} else if len(e.s.EndStates) > 0 && !ref.widened {
 				// Here, not on a first difference: an input's
 				// execution must fit in go test's 10 s.
 				e.widenEndStates(context.Background(), c, ref)
