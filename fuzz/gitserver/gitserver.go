@@ -1,10 +1,3 @@
-// Package gitserver serves git repositories over smart HTTP on 127.0.0.1, with
-// git's own http-backend behind net/http/cgi, so that a controller under test
-// clones from a real git server without network access.
-//
-// It needs the git command (Debian's git package); it reads no environment
-// variables of its own and sets GIT_PROJECT_ROOT and GIT_HTTP_EXPORT_ALL for
-// the backend.
 package gitserver
 
 import (

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stalefuzz/stalefuzz/scenarios/fluxcd/internal/gitserver"
+	"github.com/stalefuzz/stalefuzz/fuzz/gitserver"
 )
 
 func TestCloneOverSmartHTTP(t *testing.T) {

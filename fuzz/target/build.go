@@ -261,6 +261,9 @@ func buildInCopy(ctx context.Context, spec, out, tmp string) error {
 	if err := copyTree(dir, src); err != nil {
 		return fmt.Errorf("unable to copy module %s: %w", mod, err)
 	}
+	if err := dropMissingReplaces(src); err != nil {
+		return fmt.Errorf("module %s@%s: %w", mod, version, err)
+	}
 	rel := "./" + strings.TrimPrefix(strings.TrimPrefix(pkg, mod), "/")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, rel)
 	cmd.Dir = src
@@ -269,6 +272,40 @@ func buildInCopy(ctx context.Context, spec, out, tmp string) error {
 		return fmt.Errorf("go build %s in a copy of %s@%s: %w\n%s", rel, mod, version, err, b)
 	}
 	return nil
+}
+
+// dropMissingReplaces removes from the go.mod in dir each replace by a
+// directory the module's zip does not hold: a nested module (FluxCD
+// source-controller's "./api"), which module zips leave out. The version
+// the go.mod requires, published from the same repository, is used instead.
+func dropMissingReplaces(dir string) error {
+	p := filepath.Join(dir, "go.mod")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	mf, err := modfile.Parse(p, b, nil)
+	if err != nil {
+		return err
+	}
+	dropped := false
+	for _, r := range mf.Replace {
+		if modfile.IsDirectoryPath(r.New.Path) && !fileExists(filepath.Join(dir, filepath.FromSlash(r.New.Path), "go.mod")) {
+			if err := mf.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+				return err
+			}
+			dropped = true
+		}
+	}
+	if !dropped {
+		return nil
+	}
+	mf.Cleanup()
+	out, err := mf.Format()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, out, 0o644)
 }
 
 // moduleDir downloads mod ("path@version") into the module cache and

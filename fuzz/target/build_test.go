@@ -113,3 +113,45 @@ func TestPrepareLocalEnclosingModule(t *testing.T) {
 		t.Errorf("the build before the edit, %s, is still cached: one build per directory is kept", bin1)
 	}
 }
+
+// TestDropMissingReplaces: in a copy of a module from its zip, a replace by a
+// nested module's directory (which zips leave out) is dropped, so that the
+// required published version builds; replaces by present directories and by
+// other modules stay.
+func TestDropMissingReplaces(t *testing.T) {
+	dir := t.TempDir()
+	gomod := `module example.com/ctl
+
+go 1.22
+
+replace example.com/ctl/api => ./api
+
+replace example.com/ctl/here => ./here
+
+replace example.com/digest => example.com/digest v1.0.1
+
+require example.com/ctl/api v1.9.3
+`
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "here"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "here", "go.mod"), []byte("module example.com/ctl/here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := dropMissingReplaces(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
+	got := string(b)
+	if strings.Contains(got, "=> ./api") {
+		t.Errorf("the replace by the absent ./api stayed:\n%s", got)
+	}
+	for _, want := range []string{"=> ./here", "=> example.com/digest v1.0.1", "require example.com/ctl/api v1.9.3"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("go.mod lost %q:\n%s", want, got)
+		}
+	}
+}

@@ -7,7 +7,8 @@
 // stand-in: Builtins), the knobs, the workload (ordered steps: apply,
 // patch, delete, wait), the fault scope and the oracles (convergence by
 // kstatus, lost update, count safety and end state learned from reference
-// runs, crash, storm). A Target is the same declaration as a Go value; Scenario
+// runs, crash, storm) and the fixtures it needs besides the apiserver (git
+// repositories). A Target is the same declaration as a Go value; Scenario
 // turns it into a fuzz.Scenario that the engine runs like a hand-written one.
 //
 // # Contract
@@ -29,7 +30,12 @@
 // ${name} in any string of a step, a controller's args or env, are replaced
 // by the value the fuzzer chose for that execution; ${namespace} by the
 // execution's namespace (for a controller that takes it as a flag,
-// --watch-namespace=${namespace}). A wait that times out
+// --watch-namespace=${namespace}); ${git.NAME} by the URL of a git
+// repository the target declares under fixtures.git, served on 127.0.0.1
+// once per process. In a controller's args and env, ${dir} is a directory
+// of the process's own for the execution and ${port.NAME} a free port of
+// its own, so that two workers' controllers never share storage or a
+// listener address. A wait that times out
 // is written to the execution's log and the workload goes on with its next
 // step: a wait paces the workload, the oracles judge the controllers.
 //

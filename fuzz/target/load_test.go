@@ -32,6 +32,21 @@ oracles:
   lostUpdates: [data.a]
 `
 
+// TestParseFixtureRefs: a controller's args refer to a git fixture, its own
+// directory and its own ports; a step refers to the fixture.
+func TestParseFixtureRefs(t *testing.T) {
+	src := strings.Replace(good, `"--watch-namespace=${namespace}"`, `"--url=${git.repo}", "--storage=${dir}/s", "--addr=127.0.0.1:${port.metrics}"`, 1)
+	src = strings.Replace(src, `'{"data":{"a":"b"}}'`, `'{"data":{"a":"${git.repo}"}}'`, 1)
+	src = strings.Replace(src, "oracles:", "fixtures:\n  git: [{name: repo, dir: repo}]\noracles:", 1)
+	tg, err := target.Parse("good.yaml", "/dir", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := tg.Fixtures.Git; len(g) != 1 || g[0].Name != "repo" || g[0].Dir != "repo" {
+		t.Errorf("fixtures.git parsed as %+v", g)
+	}
+}
+
 func TestParseGood(t *testing.T) {
 	tg, err := target.Parse("good.yaml", "/dir", []byte(good))
 	if err != nil {
@@ -62,6 +77,10 @@ func TestParseErrors(t *testing.T) {
 		{"knob named namespace", "  - name: edit", "  - name: namespace", []string{"bad.yaml:11:", `"namespace" is taken: ${namespace} is the execution's namespace`}},
 		{"not YAML", "name: demo", "name: [demo", []string{"bad.yaml:", "not valid YAML"}},
 		{"wrong kind of value", "    watches: [configmaps]", "    watches: configmaps", []string{"bad.yaml:7:", "cannot unmarshal !!str `configmaps` into []string"}},
+		{"undeclared git fixture", `"--watch-namespace=${namespace}"`, `"--url=${git.repo}"`, []string{"bad.yaml:6:", "controllers[0].args[0]", `no git fixture is named "repo": declare it under fixtures.git`}},
+		{"a process's own directory in a step", `'{"data":{"a":"b"}}'`, `'{"data":{"a":"${dir}"}}'`, []string{"bad.yaml:20:", "workload[1].patch", "${dir} is a controller process's own: only a controller's args and env may refer to it"}},
+		{"bad port name", `"--watch-namespace=${namespace}"`, `"--addr=:${port.Metrics}"`, []string{"bad.yaml:6:", "${port.Metrics}: want ${port.NAME}"}},
+		{"git fixture without dir", "oracles:", "fixtures:\n  git: [{name: repo}]\noracles:", []string{"bad.yaml:22:", "fixtures.git[0].dir", "want dir"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := strings.Replace(good, c.old, c.new, 1)

@@ -112,6 +112,12 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		return s, err
 	}
 	s.CRDPaths = crds
+	if len(t.Fixtures.Git) > 0 {
+		if err := t.checkFixtures(); err != nil {
+			return s, err
+		}
+		s.Setup = t.setupFixtures
+	}
 	procs, err := t.processes()
 	if err != nil {
 		return s, err
@@ -232,16 +238,20 @@ func (t *Target) start(ctx context.Context, x *fuzz.Exec, procs []process) error
 			if err != nil {
 				return err
 			}
+			pv, err := newProcVars(x, client, p.c)
+			if err != nil {
+				return fmt.Errorf("unable to start controller %s: %w", client, err)
+			}
 			args := []string{p.path}
 			if len(p.c.Command) > 1 {
 				args = append(args, p.c.Command[1:]...)
 			}
 			for _, a := range p.c.Args {
-				args = append(args, substitute(x, t.Knobs, a))
+				args = append(args, expand(x, t.Knobs, pv, a))
 			}
 			env := os.Environ()
 			for k, v := range p.c.Env {
-				env = append(env, k+"="+substitute(x, t.Knobs, v))
+				env = append(env, k+"="+expand(x, t.Knobs, pv, v))
 			}
 			switch {
 			case p.c.Kubeconfig.Flag != "":
@@ -272,13 +282,31 @@ func (t *Target) start(ctx context.Context, x *fuzz.Exec, procs []process) error
 	return nil
 }
 
-// substitute replaces each ${knob} in s by the value chosen for it, and
-// ${namespace} by the execution's namespace.
-func substitute(x *fuzz.Exec, knobs []Knob, s string) string {
+// substitute replaces each ${knob} in s by the value chosen for it,
+// ${namespace} by the execution's namespace and ${git.NAME} by the git
+// fixture's URL.
+func substitute(x *fuzz.Exec, knobs []Knob, s string) string { return expand(x, knobs, nil, s) }
+
+// expand is substitute, and for a controller process (pv not nil) ${dir}
+// and ${port.NAME} as well.
+func expand(x *fuzz.Exec, knobs []Knob, pv *procVars, s string) string {
 	return knobRE.ReplaceAllStringFunc(s, func(ref string) string {
 		name := ref[2 : len(ref)-1]
-		if name == namespaceRef {
+		switch {
+		case name == namespaceRef:
 			return x.Namespace
+		case strings.HasPrefix(name, "git."):
+			if f, ok := x.Fixture().(*fixtures); ok {
+				if u, ok := f.git[strings.TrimPrefix(name, "git.")]; ok {
+					return u
+				}
+			}
+		case pv != nil && name == dirRef:
+			return pv.dir
+		case pv != nil && strings.HasPrefix(name, "port."):
+			if port, ok := pv.ports[strings.TrimPrefix(name, "port.")]; ok {
+				return strconv.Itoa(port)
+			}
 		}
 		for _, k := range knobs {
 			if k.Name == name {

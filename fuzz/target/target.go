@@ -41,6 +41,10 @@ type Target struct {
 
 	// Oracles says how an execution is judged.
 	Oracles Oracles `yaml:"oracles"`
+
+	// Fixtures are what the controllers reach besides the apiserver, which
+	// stalefuzz serves once per process for all its executions.
+	Fixtures Fixtures `yaml:"fixtures"`
 }
 
 // Controller is one controller process: a command line, or a Go main
@@ -66,11 +70,16 @@ type Controller struct {
 	Go string `yaml:"go"`
 
 	// Args are more arguments, after Command's or Go's binary. ${knob} is
-	// a knob's value, ${namespace} the execution's namespace.
+	// a knob's value, ${namespace} the execution's namespace, ${git.NAME} a
+	// git fixture's URL; and, for each process (each replica), ${dir} a
+	// directory of its own for the execution (kept across a restart, as a
+	// pod's volume is) and ${port.NAME} a free port of 127.0.0.1 of its own
+	// for the execution, one per NAME (storage, metrics, health: a
+	// controller's listeners never collide with another worker's).
 	Args []string `yaml:"args"`
 
 	// Env are environment variables set for it, besides this process's own
-	// environment.
+	// environment. Their values take the references Args take.
 	Env map[string]string `yaml:"env"`
 
 	// Kubeconfig says how it gets its kubeconfig. Zero: the environment
@@ -159,6 +168,25 @@ type Wait struct {
 	JSONPath string `yaml:"jsonPath"`
 	Value    string `yaml:"value"`
 	Timeout  string `yaml:"timeout"`
+}
+
+// Fixtures are services the controllers use besides the apiserver.
+type Fixtures struct {
+	// Git repositories served over smart HTTP on 127.0.0.1 (package
+	// fuzz/gitserver; needs the git command). ${git.NAME} in a step or a
+	// controller's args and env is the clone URL of the one named NAME.
+	Git []GitFixture `yaml:"git"`
+}
+
+// GitFixture is one repository: a commit of a directory's files.
+type GitFixture struct {
+	// Name names the repository (${git.NAME}, and NAME.git in its URL).
+	Name string `yaml:"name"`
+	// Dir is the directory whose files, relative to the target file, make
+	// the repository's one commit.
+	Dir string `yaml:"dir"`
+	// Branch is the commit's branch. Zero: main.
+	Branch string `yaml:"branch"`
 }
 
 // Faults is the fault scope.

@@ -9,12 +9,18 @@ import (
 	"time"
 )
 
-// namespaceRef, as ${namespace}, is the execution's namespace.
-const namespaceRef = "namespace"
+// namespaceRef, as ${namespace}, is the execution's namespace; dirRef, as
+// ${dir}, a controller process's own directory.
+const (
+	namespaceRef = "namespace"
+	dirRef       = "dir"
+)
 
 var (
 	labelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	knobRE  = regexp.MustCompile(`\$\{([^}]*)\}`)
+	// branchRE is a conservative git branch name.
+	branchRE = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_./]*$`)
 )
 
 // Validate checks a Target built in Go; Load runs the same checks with the
@@ -36,6 +42,8 @@ func (t *Target) validate(p *positions) error {
 			bad(fmt.Errorf("want a knob name of lower-case letters, digits and dashes, got %q", k.Name), "knobs", i, "name")
 		case k.Name == namespaceRef:
 			bad(fmt.Errorf("%q is taken: ${%s} is the execution's namespace", k.Name, namespaceRef), "knobs", i, "name")
+		case k.Name == dirRef:
+			bad(fmt.Errorf("%q is taken: ${%s} is a controller process's own directory", k.Name, dirRef), "knobs", i, "name")
 		case knobs[k.Name].Name != "":
 			bad(fmt.Errorf("knob %q declared twice", k.Name), "knobs", i, "name")
 		case len(k.Values) == 0 || len(k.Values) > 256:
@@ -43,11 +51,45 @@ func (t *Target) validate(p *positions) error {
 		}
 		knobs[k.Name] = k
 	}
+	gits := map[string]bool{}
+	for i, g := range t.Fixtures.Git {
+		switch {
+		case !labelRE.MatchString(g.Name):
+			bad(fmt.Errorf("want a repository name of lower-case letters, digits and dashes (${git.NAME}), got %q", g.Name), "fixtures", "git", i, "name")
+		case gits[g.Name]:
+			bad(fmt.Errorf("git fixture %q declared twice", g.Name), "fixtures", "git", i, "name")
+		}
+		gits[g.Name] = true
+		if g.Dir == "" {
+			bad(errors.New("want dir: the directory whose files make the repository's commit"), "fixtures", "git", i, "dir")
+		}
+		if g.Branch != "" && !branchRE.MatchString(g.Branch) {
+			bad(fmt.Errorf("want a branch name such as main, got %q", g.Branch), "fixtures", "git", i, "branch")
+		}
+	}
+	// process says that s is a controller's arg or env value, where ${dir}
+	// and ${port.NAME} are the process's own.
+	process := false
 	// refs checks the knob references in s; durations says that every value
 	// s can take must parse as a duration.
 	refs := func(s string, durations bool, path ...any) {
 		for _, m := range knobRE.FindAllStringSubmatch(s, -1) {
 			if m[1] == namespaceRef && !durations {
+				continue
+			}
+			if name, ok := strings.CutPrefix(m[1], "git."); ok && !durations {
+				if !gits[name] {
+					bad(fmt.Errorf("${%s}: no git fixture is named %q: declare it under fixtures.git", m[1], name), path...)
+				}
+				continue
+			}
+			if m[1] == dirRef || strings.HasPrefix(m[1], "port.") {
+				switch name := strings.TrimPrefix(m[1], "port."); {
+				case !process:
+					bad(fmt.Errorf("${%s} is a controller process's own: only a controller's args and env may refer to it", m[1]), path...)
+				case m[1] != dirRef && !labelRE.MatchString(name):
+					bad(fmt.Errorf("${%s}: want ${port.NAME}, NAME of lower-case letters, digits and dashes", m[1]), path...)
+				}
 				continue
 			}
 			k, ok := knobs[m[1]]
@@ -100,12 +142,14 @@ func (t *Target) validate(p *positions) error {
 		if c.Replicas < 0 || c.Replicas > 4 {
 			bad(fmt.Errorf("want 0 to 4 replicas (0 means 1), got %d", c.Replicas), "controllers", i, "replicas")
 		}
+		process = true
 		for j, a := range c.Args {
 			refs(a, false, "controllers", i, "args", j)
 		}
 		for k, v := range c.Env {
 			refs(v, false, "controllers", i, "env", k)
 		}
+		process = false
 	}
 	if b := t.Builtins; b != nil {
 		for i, c := range b.Controllers {

@@ -18,9 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/gitserver"
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
-	"github.com/stalefuzz/stalefuzz/scenarios/fluxcd/internal/gitserver"
 )
 
 // Version is the source-controller release under test (hack/versions.sh).
