@@ -9,8 +9,8 @@ help: ## list the targets
 assets: ## build kube-apiserver, etcd and kube-controller-manager from Go modules into the envtest store (idempotent; ~7 min cold, +2-6 min for kube-controller-manager)
 	@hack/assets.sh >/dev/null
 
-source-controller: ## build FluxCD source-controller v1.9.3 and its CRDs from Go modules (idempotent; ~5 min cold)
-	@hack/source-controller.sh >/dev/null
+source-controller: ## build FluxCD source-controller v1.9.3 from its Go module, as scenarios/fluxcd/target.yaml declares it, and download its CRDs (idempotent; ~5 min cold)
+	@$(GO) run ./proxy/cmd/stalefuzz prepare --controllers-only scenarios/fluxcd/target.yaml
 
 deps: ## install the system packages the tests need (git; chromium for the report page's browser test and hack/screenshot.sh)
 	@hack/deps.sh

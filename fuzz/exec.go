@@ -218,7 +218,7 @@ func (x *Exec) WaitForWatch(ctx context.Context, clientName, resource string) er
 			return false, err // a controller already died
 		}
 		if c, ok := x.crashed(clientName); ok {
-			return false, harness("%s exited before its %s watch synced: %v", clientName, resource, c.err)
+			return false, harness("%s exited before its %s watch synced: %v%s", clientName, resource, c.err, lastLines(x.logs.logs(), clientName, 10))
 		}
 		var tr trace.Trace
 		var released []trace.Event

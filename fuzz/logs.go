@@ -72,6 +72,21 @@ func (l Logs) Last(client string, n int) []LogLine {
 	return out
 }
 
+// lastLines is the client's last n log lines, indented under a heading, for
+// an error that must say why a controller stopped; "" when it logged none.
+func lastLines(l Logs, client string, n int) string {
+	lines := l.Last(client, n)
+	if len(lines) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "; its last %d log lines:", len(lines))
+	for _, ln := range lines {
+		b.WriteString("\n\t" + ln.Text)
+	}
+	return b.String()
+}
+
 // execLog collects an execution's log; its zero value is ready to use.
 type execLog struct {
 	mu      sync.Mutex

@@ -13,5 +13,3 @@ envtest_assets_dir() {
 		echo "${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/${K8S_VERSION#v}-$(go env GOOS)-$(go env GOARCH)"
 	fi
 }
-# SOURCE_CONTROLLER_VERSION must match the require in hack/tools/source-controller/go.mod.
-SOURCE_CONTROLLER_VERSION=v1.9.3

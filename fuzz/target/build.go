@@ -308,8 +308,11 @@ func dropMissingReplaces(dir string) error {
 	return os.WriteFile(p, out, 0o644)
 }
 
-// moduleDir downloads mod ("path@version") into the module cache and
-// returns its directory.
+// ModuleDir downloads mod ("path@version") into the module cache, unless it
+// is there, and returns its directory: where a Go scenario finds the CRDs a
+// controller's module ships.
+func ModuleDir(ctx context.Context, mod string) (string, error) { return moduleDir(ctx, mod) }
+
 func moduleDir(ctx context.Context, mod string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod)
 	cmd.Env = append(goEnv(), "GOFLAGS=-mod=mod", "GOWORK=off")

@@ -12,10 +12,12 @@
 //
 // source-controller runs as a child process, one per execution, through its
 // own proxy client (a kubeconfig), watching only the execution's namespace,
-// and clones from a git server on 127.0.0.1 (package internal/gitserver).
-// README.md beside this file reports what reproduces, what does not, and why.
+// and clones from a git server on 127.0.0.1 (package fuzz/gitserver).
+// target.yaml declares the same target with no Go code, judged by the
+// generic oracles alone. README.md beside this file reports what
+// reproduces, what does not, and why.
 //
 // Environment variables: STALEFUZZ_SOURCE_CONTROLLER (a source-controller
-// binary to use instead of the one hack/source-controller.sh builds),
-// XDG_DATA_HOME and HOME (where that build is kept).
+// binary to use instead of the one `make source-controller` builds from
+// target.yaml's module), XDG_DATA_HOME and HOME (where that build is kept).
 package fluxcd

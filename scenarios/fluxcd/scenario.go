@@ -19,6 +19,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/gitserver"
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
@@ -55,17 +56,29 @@ var bounds = fuzz.Bounds{MaxStart: time.Second, MaxLength: 3200 * time.Milliseco
 // the Nth event or write, and a clean reconcile writes within 0.3 s.
 var RealisticBounds = fuzz.Bounds{MaxStart: time.Second, MaxLength: 2100 * time.Millisecond, MaxLagEnd: 2100 * time.Millisecond, MaxDelay: 300 * time.Millisecond}
 
-// Binary returns the source-controller binary hack/source-controller.sh
-// built: $STALEFUZZ_SOURCE_CONTROLLER, else the store outside the repository.
+// Module is source-controller's main package at Version, as target.yaml's
+// controller names it.
+const Module = "github.com/fluxcd/source-controller@" + Version
+
+// Binary returns the source-controller binary: $STALEFUZZ_SOURCE_CONTROLLER,
+// else the one `make source-controller` (stalefuzz prepare on target.yaml)
+// built into the target binary cache, which target.yaml runs too.
 func Binary() string {
 	if b := os.Getenv("STALEFUZZ_SOURCE_CONTROLLER"); b != "" {
 		return b
 	}
-	data := os.Getenv("XDG_DATA_HOME")
-	if data == "" {
-		data = filepath.Join(os.Getenv("HOME"), ".local", "share")
+	return target.BinaryPath(Module)
+}
+
+// CRDs is the directory of source-controller's CRDs in its module at
+// Version (config/crd/bases), downloaded into the module cache if needed.
+func CRDs() string {
+	dir, err := target.ModuleDir(context.Background(), Module)
+	if err != nil {
+		// NewEnv refuses the missing path, naming it.
+		return filepath.Join("(module "+Module+" not downloaded: "+err.Error()+")", "config", "crd", "bases")
 	}
-	return filepath.Join(data, "stalefuzz", "source-controller", Version, "source-controller")
+	return filepath.Join(dir, "config", "crd", "bases")
 }
 
 // fixture is what every execution of a process shares.
@@ -115,7 +128,7 @@ func DefaultRetryScenario() fuzz.Scenario {
 func scenario(minRetry, maxRetry time.Duration) fuzz.Scenario {
 	bin := Binary()
 	return fuzz.Scenario{
-		CRDPaths:  []string{filepath.Join(filepath.Dir(bin), "crds")},
+		CRDPaths:  []string{CRDs()},
 		Clients:   []string{Client},
 		Resources: []string{"gitrepositories"},
 		Fields:    []string{"status.conditions", "reason"},

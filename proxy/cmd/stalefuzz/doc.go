@@ -10,7 +10,7 @@
 //	stalefuzz fuzz TARGET.yaml [--time 5m] [--workers 2] [--findings DIR] \
 //	    [--junit FILE] [--shard K/N] [--corpus DIR]
 //	stalefuzz replay TARGET.yaml INPUT [--count N] [--findings DIR]
-//	stalefuzz prepare TARGET.yaml
+//	stalefuzz prepare TARGET.yaml [--controllers-only]
 //
 // read a target file (package fuzz/target; a mistake is refused with its
 // line, field and a suggestion before anything starts, exit 2), build what
@@ -28,7 +28,9 @@
 // no finding, 1 with one, 2 when the campaign could not run; --junit writes
 // the result as JUnit XML. replay runs a saved input --count times in one
 // control plane and prints in how many runs an oracle was violated: exit 1
-// when in any, 0 when in none, 2 for a harness error. prepare only builds.
+// when in any, 0 when in none, 2 for a harness error. prepare only builds (with
+// --controllers-only, only the target's Go controllers: what `make
+// source-controller` runs for the FluxCD scenario).
 //
 // # stalefuzz proxy
 //

@@ -52,15 +52,37 @@ func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
 func newPrepareCmd() *cobra.Command {
-	return &cobra.Command{
+	var controllersOnly bool
+	cmd := &cobra.Command{
 		Use:   "prepare TARGET.yaml",
 		Short: "Check a target file and build what it needs (its Go controllers, the fuzz binary)",
 		Args:  exactArgs("TARGET.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if controllersOnly {
+				return prepareControllers(cmd.Context(), cmd.ErrOrStderr(), args[0])
+			}
 			_, _, err := prepare(cmd.Context(), cmd.ErrOrStderr(), args[0], "", true)
 			return err
 		},
 	}
+	cmd.Flags().BoolVar(&controllersOnly, "controllers-only", false, "build the target's Go controllers and download its CRDs' modules only, not the fuzz binary (what a Go test of the target needs; a CI cache step)")
+	return cmd
+}
+
+// prepareControllers loads the target file, builds its Go controllers and
+// downloads its CRDs' modules, and checks that it makes a scenario.
+func prepareControllers(ctx context.Context, progress io.Writer, file string) error {
+	t, err := target.Load(file)
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	if err := target.Prepare(ctx, t, progress); err != nil {
+		return exitError{exitHarness, err}
+	}
+	if _, err := t.Scenario(); err != nil {
+		return exitError{exitHarness, err}
+	}
+	return nil
 }
 
 func newFuzzCmd() *cobra.Command {
@@ -142,15 +164,8 @@ none, 2 for a usage or harness error.`,
 // into dir (none when dir is empty). It returns the target file's absolute
 // path and the binary's.
 func prepare(ctx context.Context, progress io.Writer, file, dir string, fuzzing bool) (abs, bin string, err error) {
-	t, err := target.Load(file)
-	if err != nil {
-		return "", "", exitError{exitHarness, err}
-	}
-	if err := target.Prepare(ctx, t, progress); err != nil {
-		return "", "", exitError{exitHarness, err}
-	}
-	if _, err := t.Scenario(); err != nil {
-		return "", "", exitError{exitHarness, err}
+	if err := prepareControllers(ctx, progress, file); err != nil {
+		return "", "", err
 	}
 	if abs, err = filepath.Abs(file); err != nil {
 		return "", "", exitError{exitHarness, err}

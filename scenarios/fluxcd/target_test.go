@@ -1,0 +1,63 @@
+package fluxcd_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
+	"github.com/stalefuzz/stalefuzz/proxy"
+)
+
+// FuzzFluxTarget searches target.yaml as `stalefuzz fuzz` does.
+func FuzzFluxTarget(f *testing.F) { target.Fuzz(f, "target.yaml") }
+
+// TestTargetFile runs target.yaml, source-controller as a process judged by
+// the generic oracles alone (kstatus convergence, crash, storm), against the
+// real apiserver, with its git fixture served by stalefuzz. The user's edit
+// of spec.interval at t+0.5 s, whose event is silently dropped (no relist,
+// which no real apiserver does), leaves the GitRepository stuck at the old
+// generation, its status patches meeting 409 after 409 against a cache that
+// never catches up: the Go scenario's finding, named by the convergence
+// oracle alone. A 410 relist at the same event, what a real informer meets,
+// converges, and so does the run without faults.
+func TestTargetFile(t *testing.T) {
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := target.StartEnv(t, tg)
+	at := func(action proxy.Action) []fuzz.Step {
+		return []fuzz.Step{{Client: "source-controller", Resource: "gitrepositories", Types: []string{"MODIFIED"}, Action: action, Start: 500 * time.Millisecond, Length: 400 * time.Millisecond}}
+	}
+	for _, c := range []struct {
+		name  string
+		steps []fuzz.Step
+		stuck bool
+	}{
+		{"no fault", nil, false},
+		{"the edit's event dropped, no relist", at(proxy.Drop), true},
+		{"a 410 relist at the edit", at(proxy.Expire), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"edit": 0}, Steps: c.steps}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			stuck := false
+			for _, v := range res.Violations {
+				if (v.Oracle == "stuck" || v.Oracle == "convergence") && strings.Contains(v.Message, "GitRepository "+res.Namespace+"/podinfo") {
+					stuck = true
+					continue
+				}
+				t.Errorf("schedule %s: unexpected violation: %s: %s", sched, v.Oracle, v.Message)
+			}
+			if stuck != c.stuck {
+				t.Errorf("schedule %s: GitRepository stuck: got %v, want %v\n%s", sched, stuck, c.stuck, res.Report())
+			}
+		})
+	}
+}
