@@ -93,15 +93,17 @@ type Env struct {
 
 // Readiness is where an Env's start went: the control plane (started, or
 // joined under Main) with the scenario's CRDs in discovery and the proxy;
-// the scenario's Setup; and the warm-up execution, which pays for discovery,
-// REST mappings and connections outside any execution's clock.
+// the scenario's Setup; the warm-up execution, which pays for discovery,
+// REST mappings and connections outside any execution's clock; and, in a
+// fuzzing worker, the no-fault reference runs it made itself (none when the
+// campaign's coordinator learned them for every worker).
 type Readiness struct {
-	ControlPlane, Setup, WarmUp time.Duration
+	ControlPlane, Setup, WarmUp, References time.Duration
 }
 
 func (r Readiness) String() string {
-	return fmt.Sprintf("%.1fs (control plane, CRDs and proxy %.1fs, setup %.1fs, warm-up execution %.1fs)",
-		(r.ControlPlane + r.Setup + r.WarmUp).Seconds(), r.ControlPlane.Seconds(), r.Setup.Seconds(), r.WarmUp.Seconds())
+	return fmt.Sprintf("%.1fs (control plane, CRDs and proxy %.1fs, setup %.1fs, warm-up execution %.1fs, reference runs %.1fs)",
+		(r.ControlPlane + r.Setup + r.WarmUp + r.References).Seconds(), r.ControlPlane.Seconds(), r.Setup.Seconds(), r.WarmUp.Seconds(), r.References.Seconds())
 }
 
 // execSeq numbers the executions of this process, over every Env: Envs that

@@ -117,8 +117,10 @@ func Fuzz(f *testing.F, s Scenario) {
 			f.Errorf("scenario %s: %v", s.Name, err)
 		}
 	})
-	if fuzzing && (s.Differential != nil || len(s.Counts) > 0 || len(s.EndStates) > 0) {
+	if fuzzing && (s.Differential != nil || s.Storm || s.needsLearned() || len(s.Counts) > 0) {
+		began := time.Now()
 		env.prepareReferences(f)
+		env.Ready.References = time.Since(began)
 	}
 	var execs, harnessErrs int
 	var phases Phases // summed over the executions that could be judged
