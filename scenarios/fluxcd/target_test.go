@@ -16,13 +16,13 @@ func FuzzFluxTarget(f *testing.F) { target.Fuzz(f, "target.yaml") }
 
 // TestTargetFile runs target.yaml, source-controller as a process judged by
 // the generic oracles alone (kstatus convergence, crash, storm), against the
-// real apiserver, with its git fixture served by stalefuzz. The user's edit
-// of spec.interval at t+0.5 s, whose event is silently dropped (no relist,
-// which no real apiserver does), leaves the GitRepository stuck at the old
-// generation, its status patches meeting 409 after 409 against a cache that
+// real apiserver, with its git fixture served by stalefuzz. Every MODIFIED
+// event of the GitRepository from t+0.5 s to t+0.9 s (the user's edit of
+// spec.interval and source-controller's own writes then) silently dropped
+// (no relist, which no real apiserver does) leaves it unconverged, its status patches meeting 409 after 409 against a cache that
 // never catches up: the Go scenario's finding, named by the convergence
-// oracle alone. A 410 relist at the same event, what a real informer meets,
-// converges, and so does the run without faults.
+// oracle alone. A 410 relist in the same window, what a real informer
+// meets, converges, and so does the run without faults.
 func TestTargetFile(t *testing.T) {
 	tg, err := target.Load("target.yaml")
 	if err != nil {
@@ -38,8 +38,8 @@ func TestTargetFile(t *testing.T) {
 		stuck bool
 	}{
 		{"no fault", nil, false},
-		{"the edit's event dropped, no relist", at(proxy.Drop), true},
-		{"a 410 relist at the edit", at(proxy.Expire), false},
+		{"events dropped from t+0.5s, no relist", at(proxy.Drop), true},
+		{"a 410 relist from t+0.5s", at(proxy.Expire), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sched := fuzz.Schedule{Knobs: map[string]int{"edit": 0}, Steps: c.steps}
