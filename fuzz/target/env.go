@@ -39,3 +39,14 @@ func StartEnv(tb TB, t *Target) *fuzz.Env {
 	})
 	return env
 }
+
+// LoadEnv loads the target file at path and starts an Env for it
+// (StartEnv). Any failure fails the test.
+func LoadEnv(tb TB, path string) (*Target, *fuzz.Env) {
+	tb.Helper()
+	t, err := Load(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t, StartEnv(tb, t)
+}

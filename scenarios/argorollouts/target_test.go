@@ -17,11 +17,8 @@ func FuzzArgoRollouts(f *testing.F) { target.Fuzz(f, "target.yaml") }
 // is not cached (minutes, once).
 func env(t *testing.T) *fuzz.Env {
 	t.Helper()
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return target.StartEnv(t, tg)
+	_, env := target.LoadEnv(t, "target.yaml")
+	return env
 }
 
 // TestArgoRollouts runs the controller without faults, promote and abort:

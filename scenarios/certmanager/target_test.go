@@ -22,11 +22,7 @@ func FuzzCertManager(f *testing.F) { target.Fuzz(f, "target.yaml") }
 // controller first if it is not cached.
 func env(t *testing.T) (*target.Target, *fuzz.Env) {
 	t.Helper()
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tg, target.StartEnv(t, tg)
+	return target.LoadEnv(t, "target.yaml")
 }
 
 // writes counts the successful creates and deletes per resource.

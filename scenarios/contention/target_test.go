@@ -29,11 +29,7 @@ func FuzzContentionTarget(f *testing.F) { target.Fuzz(f, "target.yaml") }
 // optimistic write keeps the plan and converges; without faults nothing is
 // reported.
 func TestTargetFile(t *testing.T) {
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := target.StartEnv(t, tg)
+	_, env := target.LoadEnv(t, "target.yaml")
 	const blind, optimistic, blindRYW = 0, 1, 2 // knob write
 	restart := []fuzz.Step{{Client: "rollouts", Action: proxy.Freeze, Length: contention.RealisticBounds.MaxLength, Lag: 500 * time.Millisecond}}
 	for _, c := range []struct {
@@ -50,6 +46,7 @@ func TestTargetFile(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			sched := fuzz.Schedule{Knobs: map[string]int{"write": c.write}, Steps: c.steps}
 			var res *fuzz.Result
+			var err error
 			for range 3 { // the blind loss reproduced in 20/20 runs (README)
 				if res, err = env.Run(context.Background(), sched, fuzz.Retries(3)); err != nil {
 					t.Fatalf("schedule %s: %v", sched, err)

@@ -24,11 +24,7 @@ func FuzzFluxTarget(f *testing.F) { target.Fuzz(f, "target.yaml") }
 // oracle alone. A 410 relist in the same window, what a real informer
 // meets, converges, and so does the run without faults.
 func TestTargetFile(t *testing.T) {
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := target.StartEnv(t, tg)
+	_, env := target.LoadEnv(t, "target.yaml")
 	at := func(action proxy.Action) []fuzz.Step {
 		return []fuzz.Step{{Client: "source-controller", Resource: "gitrepositories", Types: []string{"MODIFIED"}, Action: action, Start: 500 * time.Millisecond, Length: 400 * time.Millisecond}}
 	}

@@ -18,11 +18,8 @@ func FuzzKEDA(f *testing.F) { target.Fuzz(f, "target.yaml") }
 // not cached.
 func env(t *testing.T) *fuzz.Env {
 	t.Helper()
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return target.StartEnv(t, tg)
+	_, env := target.LoadEnv(t, "target.yaml")
+	return env
 }
 
 // knobs is one knob setting by value index: strategy (default, accurate),

@@ -32,11 +32,7 @@ func TestTargetFile(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatalf("python3 is needed to run mirror.py: %v", err)
 	}
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := target.StartEnv(t, tg)
+	_, env := target.LoadEnv(t, "target.yaml")
 	// Every event 300 ms late: the ConfigMap's creation reaches the
 	// controller after the user's edit at t+0.1s, and the edit's own event
 	// only after the controller wrote.
@@ -161,11 +157,7 @@ func TestFalseAlarms(t *testing.T) {
 // the 409s and the client. The same controller without faults settles, and
 // so does the control that waits for the next event instead.
 func TestStorm(t *testing.T) {
-	tg, err := target.Load("testdata/storm.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := target.StartEnv(t, tg)
+	_, env := target.LoadEnv(t, "testdata/storm.yaml")
 	const same, control = 0, 1 // knob retry
 	late := []fuzz.Step{{Client: "mirror", Resource: "configmaps", Action: proxy.Delay, Delay: 300 * time.Millisecond, Start: 0, Length: 2 * time.Second}}
 	for _, c := range []struct {
@@ -211,11 +203,7 @@ func TestStorm(t *testing.T) {
 // controller rewrites in every no-fault run; the optimistic mode, which
 // meets a 409 instead, and the blind mode without faults raise nothing.
 func TestAnyField(t *testing.T) {
-	tg, err := target.Load("testdata/anyfield.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := target.StartEnv(t, tg)
+	_, env := target.LoadEnv(t, "testdata/anyfield.yaml")
 	late := []fuzz.Step{{Client: "mirror", Resource: "configmaps", Action: proxy.Delay, Delay: 300 * time.Millisecond, Start: 0, Length: 2 * time.Second}}
 	for _, c := range []struct {
 		name  string
