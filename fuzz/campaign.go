@@ -157,6 +157,16 @@ func summarize(w io.Writer, target, scenario, dir string, took time.Duration) {
 		fmt.Fprintf(w, "; %d could not be judged (harness errors, never findings): %s", h, filepath.Join(dir, harnessErrorsFile))
 	}
 	fmt.Fprintln(w)
+	// Each worker's start, by part: where a campaign's first minute went.
+	files, _ := filepath.Glob(filepath.Join(dir, "stats-*.log"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, ": ready to fuzz in ") {
+				fmt.Fprintf(w, "stalefuzz: %s\n", line)
+			}
+		}
+	}
 }
 
 // workerFailed records why this worker could not start, for the

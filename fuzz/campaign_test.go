@@ -39,7 +39,7 @@ func TestFindingsNeverOverwrite(t *testing.T) {
 func TestStatsSumsTheWorkers(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(campaignEnv, dir)
-	writeStats("s", Readiness{}, 40, 1, time.Minute, Phases{})
+	writeStats("s", Readiness{ControlPlane: 4 * time.Second, References: 2 * time.Second}, 40, 1, time.Minute, Phases{})
 	if err := os.WriteFile(filepath.Join(dir, "stats-1.log"), []byte("s: worker 1: 44 executions (0 harness errors) in 60s of fuzzing: 44.0 executions/min\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +50,9 @@ func TestStatsSumsTheWorkers(t *testing.T) {
 	summarize(&b, "FuzzS", "s", dir, 2*time.Minute)
 	if !strings.Contains(b.String(), "s: 84 executions by 2 workers in 120s (42.0 a minute)") {
 		t.Errorf("summary: %q", b.String())
+	}
+	if !strings.Contains(b.String(), "ready to fuzz in 6.0s (control plane, CRDs and proxy 4.0s, setup 0.0s, warm-up execution 0.0s, reference runs 2.0s)") {
+		t.Errorf("summary does not say where the worker's start went: %q", b.String())
 	}
 }
 

@@ -228,11 +228,14 @@ func runReferences(f *testing.F, s Scenario, shard Shard, seeds, learn bool) {
 	if learn {
 		path := learnedFilePath(f.Name())
 		_ = os.Remove(path)
-		clean, settings := env.learnAll(context.Background())
+		clean, unclean := env.learnAll(context.Background())
 		if err := env.writeLearned(path); err != nil {
 			fmt.Fprintf(os.Stderr, "stalefuzz: %s: %v (each worker learns them itself)\n", s.Name, err)
 		}
-		fmt.Fprintf(os.Stderr, "stalefuzz: %s: the learned oracles' references: %d of %d knob settings clean, in %.1fs\n", s.Name, clean, settings, time.Since(began).Seconds())
+		fmt.Fprintf(os.Stderr, "stalefuzz: %s: the learned oracles' references: %d of %d knob settings clean, in %.1fs\n", s.Name, clean, clean+len(unclean), time.Since(began).Seconds())
+		if len(unclean) > 0 {
+			fmt.Fprintf(os.Stderr, "stalefuzz: %s: not clean (a harness error, a violation or, with end states, a run that never settled), so each worker tries them again and judges them without the learned oracles if they stay so: %v\n", s.Name, unclean)
+		}
 	}
 	if !seeds {
 		if err := env.Stop(); err != nil {

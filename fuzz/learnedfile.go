@@ -53,13 +53,14 @@ func learnedFilePath(target string) string {
 
 // learnAll learns every knob setting (up to maxSharedSettings) as a worker's
 // prepareReferences would, keeping the first reference run of each for
-// referenceSeeds, and returns how many were clean out of how many.
-func (e *Env) learnAll(ctx context.Context) (clean, settings int) {
+// referenceSeeds, and returns how many were clean and the settings that
+// were not.
+func (e *Env) learnAll(ctx context.Context) (clean int, unclean []map[string]int) {
 	e.refRuns = map[string]*Result{}
 	for _, c := range knobSettings(e.s.Knobs, maxSharedSettings) {
-		settings++
 		ref := e.learnedReference(ctx, c)
 		if ref == nil {
+			unclean = append(unclean, c)
 			continue
 		}
 		clean++
@@ -67,7 +68,7 @@ func (e *Env) learnAll(ctx context.Context) (clean, settings int) {
 			e.widenEndStates(ctx, c, ref)
 		}
 	}
-	return clean, settings
+	return clean, unclean
 }
 
 // writeLearned writes the clean learned references to path.
