@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -179,5 +181,41 @@ func TestKStatusCannotReadIsAnError(t *testing.T) {
 	problems, err := (&Convergence{GVK: widgetGVK, KStatus: true}).problems(u)
 	if err == nil || !strings.Contains(err.Error(), "kstatus cannot compute its status") {
 		t.Fatalf("conditions that are not a list: got problems %q and error %v, want kstatus' error", problems, err)
+	}
+}
+
+// TestSettlesAfterALateWorkloadStep: a run without faults whose workload's
+// last step comes at t+1.5 s (Exec.After) settles the scenario's quiet
+// period after it, against the real apiserver: the settle budget counts
+// from the workload's end as well as from the lag's. (It used to count from
+// the lag's end alone, t+0 without faults, so such a run never settled and
+// the no-fault reference runs of that knob setting taught the learned
+// oracles nothing.)
+func TestSettlesAfterALateWorkloadStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	s := Scenario{
+		Name:  "late-step",
+		Quiet: time.Second,
+		Start: noop,
+		Drive: func(ctx context.Context, x *Exec) error {
+			x.After(1500*time.Millisecond, "late write", func(ctx context.Context) error {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: x.Namespace, Name: "late"}}
+				return x.Direct.Create(ctx, cm)
+			})
+			return nil
+		},
+	}
+	env := testEnv(t, s)
+	res, err := env.Run(context.Background(), Schedule{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Settled {
+		t.Fatalf("a run whose last workload step came at t+1.5 s never settled (phases %v)", res.Phases)
+	}
+	if res.Elapsed < 2500*time.Millisecond {
+		t.Errorf("settled after %v: want the quiet period (1 s) after the step at t+1.5 s", res.Elapsed)
 	}
 }

@@ -681,7 +681,11 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		if q, p := quietFor(maxTime(maxTime(lastWrite, busy), timerDone)); !over && eventsOnly && !timersDue && down == 0 && pending == 0 && inFlight == 0 && q {
 			return true, true, p, now
 		}
-		if now.After(deadline) {
+		// The settle budget counts from the end of the workload's timers
+		// too: a no-fault run whose last step comes at t+1.5 s gets as long
+		// to settle after it as a faulted run gets after its lag. While a
+		// timer is due, only the execution's Budget (ctx) ends the wait.
+		if !timersDue && now.After(maxTime(deadline, timerDone.Add(SettleBudget*e.slack))) {
 			return false, false, false, lagOver
 		}
 		select {
