@@ -25,7 +25,10 @@ func storm(tr trace.Trace, mark, lagOver time.Time) string {
 		return ""
 	}
 	w := writesSince(tr, lagOver)
-	if w.noProgress() {
+	// Writes after the faults are what a storm is: retries that got
+	// nowhere before the faults were over, and none since, are a run that
+	// went quiet (a KubeRay campaign's report, 0 writes since t+5.02 s).
+	if w.all() >= minFailedRetries && w.noProgress() {
 		return fmt.Sprintf("once the faults were over (t+%.2fs) its controllers kept writing without progress: %s; %d writes since the last that changed an object (by %s)",
 			lagOver.Sub(mark).Seconds(), w, w.retries, strings.Join(writersSince(tr, lagOver), ", "))
 	}

@@ -42,6 +42,7 @@ func TestStormJudgesOnlyWhatGetsNowhere(t *testing.T) {
 		{"409 after 409", []string{"a", "409", "409", "409", "409"}, "3 met 409 Conflict"},
 		{"circles before the faults were over do not count", []string{"a", "b", "a", "b", "a", "c"}, ""},
 		{"no write at all", nil, ""},
+		{"retries mostly before the faults were over, 2 after", []string{"a", "409", "409", "409"}, ""},
 	} {
 		got := storm(stormTrace(mark, "ctl", c.values...), mark, lagOver)
 		switch {
