@@ -27,6 +27,38 @@ type FalseAlarms struct {
 	// keeps the first message and schedule of each.
 	ByOracle map[string]int
 	First    map[string]string
+	// Alarms are the judged executions with a violation, in order, each
+	// with every violation it raised: what a false alarm's class (an
+	// oracle to fix, or a bug that a healthy apiserver's latency alone
+	// brings out) is read from.
+	Alarms []Alarm `json:",omitempty"`
+}
+
+// Alarm is one judged execution of MeasureFalseAlarms that raised a
+// violation.
+type Alarm struct {
+	Execution  int // 1 for the first of the n executions
+	Schedule   string
+	Violations []Violation
+}
+
+// add counts res, the judged execution i (from 1) of sched.
+func (f *FalseAlarms) add(i int, sched Schedule, res *Result) {
+	f.Executions++
+	if len(res.Violations) == 0 {
+		return
+	}
+	f.Alarms = append(f.Alarms, Alarm{Execution: i, Schedule: sched.String(), Violations: res.Violations})
+	seen := map[string]bool{}
+	for _, v := range res.Violations {
+		if !seen[v.Oracle] {
+			seen[v.Oracle] = true
+			f.ByOracle[v.Oracle]++
+			if f.First[v.Oracle] == "" {
+				f.First[v.Oracle] = fmt.Sprintf("schedule %s: %s", sched, v.Message)
+			}
+		}
+	}
 }
 
 func (f FalseAlarms) String() string {
@@ -50,8 +82,8 @@ func (f FalseAlarms) String() string {
 // latency the reference runs showed, and counts the violations: none is
 // expected, since nothing in such a run is a fault a slower apiserver
 // would not produce at once. progress, when set, is called after each
-// execution.
-func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progress func(done int, f FalseAlarms)) (FalseAlarms, error) {
+// execution with its result (nil for a harness error).
+func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progress func(done int, f FalseAlarms, res *Result)) (FalseAlarms, error) {
 	f := FalseAlarms{ByOracle: map[string]int{}, First: map[string]string{}}
 	settings := knobSettings(e.s.Knobs, math.MaxInt)
 	for _, knobs := range settings {
@@ -81,21 +113,12 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progre
 		res, err := e.Run(ctx, sched)
 		if err != nil {
 			f.HarnessErrors++
+			res = nil
 		} else {
-			f.Executions++
-			seen := map[string]bool{}
-			for _, v := range res.Violations {
-				if !seen[v.Oracle] {
-					seen[v.Oracle] = true
-					f.ByOracle[v.Oracle]++
-					if f.First[v.Oracle] == "" {
-						f.First[v.Oracle] = fmt.Sprintf("schedule %s: %s", sched, v.Message)
-					}
-				}
-			}
+			f.add(i+1, sched, res)
 		}
 		if progress != nil {
-			progress(i+1, f)
+			progress(i+1, f, res)
 		}
 		if ctx.Err() != nil {
 			return f, ctx.Err()

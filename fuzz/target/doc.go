@@ -52,4 +52,8 @@
 // XDG_DATA_HOME (default ~/.local/share): binaries are cached under
 // $XDG_DATA_HOME/stalefuzz/bin. GOFLAGS, GOPROXY and the rest of the go
 // command's environment apply to Prepare's builds.
+//
+// STALEFUZZ_FALSE_ALARMS=N: CheckFalseAlarms runs N executions (unset, the
+// n its caller gives). STALEFUZZ_FALSE_ALARMS_DIR: CheckFalseAlarms writes
+// each execution with a violation there (its trace and log).
 package target

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,9 +17,12 @@ import (
 // Env and runs fuzz.Env.MeasureFalseAlarms: n executions whose events are
 // only delayed as much as the apiserver delayed them in the no-fault
 // reference runs, so that every violation is a false alarm. Progress (the
-// build, then the figure every ten executions) goes to progress (nil:
-// nowhere).
-func MeasureFalseAlarms(ctx context.Context, path string, n int, progress io.Writer) (fuzz.FalseAlarms, error) {
+// build, the figure every ten executions, and each execution's violations)
+// goes to progress (nil: nowhere). When dir is not empty, each execution
+// with a violation is written there too, its trace as alarm-N.jsonl and the
+// controllers' log as alarm-N.log (N its number, from 1), for telling an
+// oracle's error from a bug the latency brought out.
+func MeasureFalseAlarms(ctx context.Context, path string, n int, progress io.Writer, dir string) (fuzz.FalseAlarms, error) {
 	t, err := Load(path)
 	if err != nil {
 		return fuzz.FalseAlarms{}, err
@@ -34,16 +38,29 @@ func MeasureFalseAlarms(ctx context.Context, path string, n int, progress io.Wri
 	if err != nil {
 		return fuzz.FalseAlarms{}, err
 	}
-	var report func(int, fuzz.FalseAlarms)
-	if progress != nil {
-		report = func(done int, f fuzz.FalseAlarms) {
-			if done%10 == 0 || done == n {
-				fmt.Fprintf(progress, "stalefuzz: %d/%d executions: %s\n", done, n, f)
+	var saveErr error
+	report := func(done int, f fuzz.FalseAlarms, res *fuzz.Result) {
+		if res != nil && len(res.Violations) > 0 {
+			if progress != nil {
+				for _, v := range res.Violations {
+					fmt.Fprintf(progress, "stalefuzz: execution %d: schedule %s: [%s] %s\n", done, res.Schedule, v.Oracle, v.Message)
+				}
 			}
+			if dir != "" {
+				name := fmt.Sprintf("alarm-%d", done)
+				_, err := res.WriteTrace(dir, name)
+				if err == nil {
+					_, err = res.WriteLogs(dir, name)
+				}
+				saveErr = cmp.Or(saveErr, err)
+			}
+		}
+		if progress != nil && (done%10 == 0 || done == n) {
+			fmt.Fprintf(progress, "stalefuzz: %d/%d executions: %s\n", done, n, f)
 		}
 	}
 	f, err := env.MeasureFalseAlarms(ctx, n, 1, report)
-	return f, errors.Join(err, env.Stop())
+	return f, errors.Join(err, saveErr, env.Stop())
 }
 
 // FalseAlarmsTB is what CheckFalseAlarms needs of a test (*testing.T).
@@ -57,8 +74,10 @@ type FalseAlarmsTB interface {
 // CheckFalseAlarms is a target package's false-alarm test: it measures the
 // target file at path (MeasureFalseAlarms) over STALEFUZZ_FALSE_ALARMS
 // executions, or n when that is unset (0: the test is skipped), logs the
-// figure, and fails on any false alarm or when fewer than three quarters of
-// the executions could be judged.
+// figure and each execution's violations, and fails on any false alarm or
+// when fewer than three quarters of the executions could be judged. With
+// STALEFUZZ_FALSE_ALARMS_DIR=DIR, the executions with a violation are
+// written into DIR (their traces and logs).
 func CheckFalseAlarms(tb FalseAlarmsTB, path string, n int) {
 	tb.Helper()
 	if v := os.Getenv("STALEFUZZ_FALSE_ALARMS"); v != "" {
@@ -70,11 +89,16 @@ func CheckFalseAlarms(tb FalseAlarmsTB, path string, n int) {
 	if n <= 0 {
 		tb.Skip("STALEFUZZ_FALSE_ALARMS=N runs it")
 	}
-	f, err := MeasureFalseAlarms(context.Background(), path, n, os.Stderr)
+	f, err := MeasureFalseAlarms(context.Background(), path, n, os.Stderr, os.Getenv("STALEFUZZ_FALSE_ALARMS_DIR"))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	abs, _ := filepath.Abs(path)
+	for _, a := range f.Alarms {
+		for _, v := range a.Violations {
+			tb.Logf("execution %d: schedule %s: [%s] %s", a.Execution, a.Schedule, v.Oracle, v.Message)
+		}
+	}
 	tb.Logf("false alarms of %s: %s", abs, f)
 	if len(f.ByOracle) > 0 {
 		tb.Errorf("false alarms: %s", f)

@@ -14,4 +14,8 @@
 // many executions whose events are only delayed as much as the reference
 // runs showed (target.MeasureFalseAlarms) and prints the figure as one line
 // of JSON after FalseAlarmsPrefix, for `stalefuzz false-alarms`.
+//
+// STALEFUZZ_FALSE_ALARMS_DIR: with STALEFUZZ_FALSE_ALARMS, the directory
+// where each execution with a violation is written (its trace, alarm-N.jsonl,
+// and the controllers' log, alarm-N.log); unset, none is.
 package driver

@@ -13,7 +13,9 @@ import (
 
 // TestFalseAlarms measures the false alarms of the target file named by
 // STALEFUZZ_TARGET in STALEFUZZ_FALSE_ALARMS executions
-// (target.MeasureFalseAlarms). Either unset, it is skipped.
+// (target.MeasureFalseAlarms), saving the executions with a violation in
+// STALEFUZZ_FALSE_ALARMS_DIR when it is set. Either of the first two
+// unset, it is skipped.
 func TestFalseAlarms(t *testing.T) {
 	path, n := os.Getenv("STALEFUZZ_TARGET"), os.Getenv("STALEFUZZ_FALSE_ALARMS")
 	if path == "" || n == "" {
@@ -23,7 +25,7 @@ func TestFalseAlarms(t *testing.T) {
 	if err != nil {
 		t.Fatalf("STALEFUZZ_FALSE_ALARMS=%q: %v", n, err)
 	}
-	f, err := target.MeasureFalseAlarms(context.Background(), path, count, os.Stderr)
+	f, err := target.MeasureFalseAlarms(context.Background(), path, count, os.Stderr, os.Getenv("STALEFUZZ_FALSE_ALARMS_DIR"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,48 @@
+package fuzz
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy"
+)
+
+// TestFalseAlarmsAdd: an execution counts once per oracle however many
+// violations of it it raised, the first message of each oracle is kept,
+// and every execution with a violation is listed with all of its
+// violations, which survive the JSON line `stalefuzz false-alarms` reads.
+func TestFalseAlarmsAdd(t *testing.T) {
+	f := FalseAlarms{ByOracle: map[string]int{}, First: map[string]string{}}
+	sched := Schedule{Knobs: map[string]int{"k": 1}, Steps: []Step{{Client: "c", Action: proxy.Delay, Delay: 40 * time.Millisecond, Length: time.Second}}}
+	two := []Violation{
+		{Oracle: "count", Subject: "Secret of Certificate ca", Message: "ca had 2"},
+		{Oracle: "count", Subject: "CertificateRequest of Certificate leaf", Message: "leaf had 3"},
+	}
+	f.add(1, sched, &Result{})
+	f.add(2, sched, &Result{Violations: two})
+	f.add(3, sched, &Result{Violations: []Violation{{Oracle: "crash", Message: "exit 2"}}})
+
+	if f.Executions != 3 || !reflect.DeepEqual(f.ByOracle, map[string]int{"count": 1, "crash": 1}) {
+		t.Errorf("after 3 executions: %d judged, by oracle %v; want 3, count 1 and crash 1", f.Executions, f.ByOracle)
+	}
+	if want := "schedule " + sched.String() + ": ca had 2"; f.First["count"] != want {
+		t.Errorf("first count message %q, want %q", f.First["count"], want)
+	}
+	want := []Alarm{{Execution: 2, Schedule: sched.String(), Violations: two}, {Execution: 3, Schedule: sched.String(), Violations: []Violation{{Oracle: "crash", Message: "exit 2"}}}}
+	if !reflect.DeepEqual(f.Alarms, want) {
+		t.Errorf("alarms %+v, want %+v", f.Alarms, want)
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back FalseAlarms
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Alarms, want) {
+		t.Errorf("alarms after a JSON round trip %+v, want %+v (%s)", back.Alarms, want, b)
+	}
+}
