@@ -261,12 +261,63 @@ func buildInCopy(ctx context.Context, spec, out, tmp string) error {
 	if err := copyTree(dir, src); err != nil {
 		return fmt.Errorf("unable to copy module %s: %w", mod, err)
 	}
+	if err := dropAbsentReplaces(ctx, src); err != nil {
+		return fmt.Errorf("unable to edit the go.mod of a copy of %s@%s: %w", mod, version, err)
+	}
 	rel := "./" + strings.TrimPrefix(strings.TrimPrefix(pkg, mod), "/")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, rel)
 	cmd.Dir = src
 	cmd.Env = append(goEnv(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s in a copy of %s@%s: %w\n%s", rel, mod, version, err, b)
+	}
+	return nil
+}
+
+// dropAbsentReplaces drops the replace directives of the go.mod in dir
+// whose target is a directory the module's zip does not hold: a nested
+// module (prometheus-operator's ./pkg/client), which the zip leaves out. The
+// go command then uses the version the go.mod requires, from the proxy: for
+// a module tagged with its nested modules, the same commit.
+func dropAbsentReplaces(ctx context.Context, dir string) error {
+	read := exec.CommandContext(ctx, "go", "mod", "edit", "-json")
+	read.Dir = dir
+	read.Env = append(goEnv(), "GOWORK=off")
+	out, err := read.Output()
+	if err != nil {
+		return fmt.Errorf("go mod edit -json: %w", err)
+	}
+	var gomod struct {
+		Replace []struct {
+			Old, New struct{ Path, Version string }
+		}
+	}
+	if err := json.Unmarshal(out, &gomod); err != nil {
+		return fmt.Errorf("go mod edit -json: %w", err)
+	}
+	var drops []string
+	for _, r := range gomod.Replace {
+		local := r.New.Version == "" && (strings.HasPrefix(r.New.Path, "./") || strings.HasPrefix(r.New.Path, "../"))
+		if !local {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, r.New.Path)); err == nil {
+			continue
+		}
+		old := r.Old.Path
+		if r.Old.Version != "" {
+			old += "@" + r.Old.Version
+		}
+		drops = append(drops, "-dropreplace="+old)
+	}
+	if len(drops) == 0 {
+		return nil
+	}
+	edit := exec.CommandContext(ctx, "go", append([]string{"mod", "edit"}, drops...)...)
+	edit.Dir = dir
+	edit.Env = append(goEnv(), "GOWORK=off")
+	if b, err := edit.CombinedOutput(); err != nil {
+		return fmt.Errorf("go mod edit %s: %w\n%s", strings.Join(drops, " "), err, b)
 	}
 	return nil
 }

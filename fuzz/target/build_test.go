@@ -113,3 +113,31 @@ func TestPrepareLocalEnclosingModule(t *testing.T) {
 		t.Errorf("the build before the edit, %s, is still cached: one build per directory is kept", bin1)
 	}
 }
+
+// TestDropAbsentReplaces: a replace directive whose local directory the
+// module's copy does not hold (a nested module, left out of the zip) is
+// dropped; one whose directory is there, and one to another module, stay.
+func TestDropAbsentReplaces(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "present"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gomod := "module example.com/m\n\ngo 1.22\n\nreplace (\n" +
+		"\texample.com/m/absent => ./absent\n" +
+		"\texample.com/m/present => ./present\n" +
+		"\texample.com/other => example.com/fork v1.0.0\n)\n"
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := dropAbsentReplaces(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(b)
+	if strings.Contains(got, "example.com/m/absent") || !strings.Contains(got, "example.com/m/present => ./present") || !strings.Contains(got, "example.com/other => example.com/fork v1.0.0") {
+		t.Errorf("go.mod after dropAbsentReplaces:\n%s\nwant only the replace of example.com/m/absent dropped", got)
+	}
+}
