@@ -1,0 +1,86 @@
+package prometheusoperator_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
+)
+
+// FuzzPrometheusOperator searches faults a real cluster produces for the
+// operator, as `stalefuzz fuzz target.yaml` does.
+func FuzzPrometheusOperator(f *testing.F) { target.Fuzz(f, "target.yaml") }
+
+// env starts an Env for target.yaml, building the operator first if it is
+// not cached.
+func env(t *testing.T) *fuzz.Env {
+	t.Helper()
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target.StartEnv(t, tg)
+}
+
+// writes counts the operator's successful writes of one resource (from
+// the trace) by verb.
+func writes(res *fuzz.Result, resource string) map[string]int {
+	n := map[string]int{}
+	for _, r := range res.Trace.Requests {
+		if r.DryRun || r.Client != "prometheus-operator" || r.Resource != resource || r.Subresource != "" || r.Code/100 != 2 {
+			continue
+		}
+		switch r.Verb {
+		case "create", "update", "patch", "delete":
+			n[r.Verb]++
+		}
+	}
+	return n
+}
+
+// summary is what one run did: the operator's StatefulSet writes, then
+// res.Report, with its phase times.
+func summary(sched fuzz.Schedule, res *fuzz.Result) string {
+	return fmt.Sprintf("schedule %s: settled %v, phases %s; statefulset writes: %v\n%s", sched, res.Settled, res.Phases, writes(res, "statefulsets"), res.Report())
+}
+
+// TestPrometheusOperator runs the operator without faults for the scale
+// and the edit and each removal (the default scope): it creates the two
+// StatefulSets, then the Prometheus's again after a person deletes it and a
+// second Alertmanager's (4 creates), or the Alertmanager's again after the
+// Alertmanager is recreated (3); no violation, and the run settles.
+func TestPrometheusOperator(t *testing.T) {
+	e := env(t)
+	for _, c := range []struct {
+		name           string
+		action, remove int
+		creates        int
+	}{
+		{"scale, StatefulSet deleted", 1, 0, 4},
+		{"scale, Alertmanager recreated", 1, 1, 3},
+		{"edit, StatefulSet deleted", 2, 0, 4},
+		{"edit, Alertmanager recreated", 2, 1, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"scope": 0, "action": c.action, "remove": c.remove}}
+			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			w := writes(res, "statefulsets")
+			if w["create"] != c.creates || len(res.Violations) > 0 || !res.Settled {
+				t.Errorf("schedule %s: %d StatefulSet creates, violations %v, settled %v; want %d, none and settled\n%s", sched, w["create"], res.Violations, res.Settled, c.creates, summary(sched, res))
+			}
+		})
+	}
+}
+
+// TestFalseAlarms: executions whose events are only delayed as much as the
+// apiserver delayed them in the no-fault reference runs raise no violation
+// of the count, end-state, lost-update, crash or storm oracle. It runs only
+// with STALEFUZZ_FALSE_ALARMS=N (make false-alarms-targets: 200).
+func TestFalseAlarms(t *testing.T) {
+	target.CheckFalseAlarms(t, "target.yaml", 0)
+}
