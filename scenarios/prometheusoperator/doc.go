@@ -2,17 +2,19 @@
 // from its module at a pinned version (v0.93.0), from a target file alone
 // (target.yaml): a Prometheus and an Alertmanager become StatefulSets, with
 // kube-controller-manager's StatefulSet controller and garbage collector
-// and the kubelet stand-in beside it. Both are created, scaled from 1 to 2
-// replicas and edited (a new pod template, a rolling update); the
-// Alertmanager is then deleted and created again. Knobs: whether every
-// informer is scoped to the execution's namespace (--namespaces) or
-// watches every namespace, the StatusForConfigurationResources feature
-// gate (a finalizer on the Prometheus, a status on its ServiceMonitor), and
-// when the scale comes.
+// and the kubelet stand-in beside it. Knobs: whether every informer is
+// scoped to the execution's namespace (--namespaces) or watches every
+// namespace; a change to the Prometheus at t+0.2 s (none, a scale from 1 to
+// 2, an edit of its pod template); and at t+0.4 s either a person deletes
+// the Prometheus's StatefulSet or the Alertmanager is deleted and created
+// again.
 //
-// TestPrometheusOperator runs the no-fault schedule of each knob setting
-// against the real apiserver. TestFalseAlarms runs only with
-// STALEFUZZ_FALSE_ALARMS=N (make false-alarms-targets).
+// TestPrometheusOperator runs no-fault schedules against the real
+// apiserver. TestPrometheusOperatorLostStatefulSetDelete is the finding's
+// regression row: a StatefulSet deleted while the operator's StatefulSet
+// watch relists after 410 Gone is never made again (its delete handler
+// drops the relist's tombstone); a re-watch from the last resourceVersion
+// is its control. TestFalseAlarms runs only with STALEFUZZ_FALSE_ALARMS=N.
 //
 // The tests build the operator when it is not cached (target.Prepare), as
 // `stalefuzz prepare scenarios/prometheusoperator/target.yaml` does:
