@@ -135,17 +135,33 @@ func TestPrometheusOperatorLostStatefulSetDelete(t *testing.T) {
 				t.Fatal(err)
 			}
 			sched := s.Decode(b)
-			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
-			if err != nil {
-				t.Fatalf("schedule %s: %v", sched, err)
+			// The relist loses the StatefulSet in 15 of 20 runs (in the others
+			// a sync that raced the delete failed, and its retry made it
+			// again): up to 5 runs, the first that loses it passes. The
+			// control never loses it.
+			runs := 1
+			if c.expire {
+				runs = 5
 			}
-			creates, relisted := recreated(res, "prometheus-prom")
-			if relisted != c.expire {
-				t.Fatalf("schedule %s: relisted after 410 %v, want %v\n%s", sched, relisted, c.expire, summary(sched, res))
+			var report string
+			for range runs {
+				res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+				if err != nil {
+					t.Fatalf("schedule %s: %v", sched, err)
+				}
+				creates, relisted := recreated(res, "prometheus-prom")
+				if relisted != c.expire {
+					t.Fatalf("schedule %s: relisted after 410 %v, want %v\n%s", sched, relisted, c.expire, summary(sched, res))
+				}
+				report = fmt.Sprintf("StatefulSet prometheus-prom created %d times (once, then deleted at t+0.4 s)\n%s", creates, summary(sched, res))
+				if lost := creates == 1; lost || !c.expire {
+					if lost != c.expire {
+						t.Errorf("schedule %s: lost %v, want %v: %s", sched, lost, c.expire, report)
+					}
+					return
+				}
 			}
-			if lost := creates == 1; lost != c.expire {
-				t.Errorf("schedule %s: StatefulSet prometheus-prom created %d times (once, then deleted at t+0.4 s): lost %v, want %v\n%s", sched, creates, lost, c.expire, summary(sched, res))
-			}
+			t.Errorf("schedule %s: the StatefulSet was made again in each of %d runs; want it lost: last run: %s", sched, runs, report)
 		})
 	}
 }
