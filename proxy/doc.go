@@ -84,7 +84,9 @@
 // itself, with the ERROR event a kube-apiserver sends for a resourceVersion
 // its watch cache no longer holds (byte for byte, in the client's media
 // type); it never touches WatchList requests, which a real apiserver never
-// answers with 410. Rewind rewrites a matching LIST to
+// answers with 410. Rewind rewrites a matching LIST that allows a stale
+// answer (one with a resourceVersion: "0", the reflector's, or "not older
+// than" one; never a consistent LIST, which has none) to
 // resourceVersion=R&resourceVersionMatch=Exact, so that the real apiserver
 // serves genuine old state from etcd, and refuses a matching WatchList
 // request with the 422 a kube-apiserver without the WatchList feature sends,

@@ -300,6 +300,14 @@ var _ = Describe("Rewind", func() {
 			Expect(list.GetResourceVersion()).NotTo(Equal(newRV))
 			Expect(serverValues(ns, kind)).To(HaveKeyWithValue("a", "new"), "the server no longer has it")
 
+			By("a consistent LIST (no resourceVersion), which no apiserver serves from the past")
+			current, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(current.Items).To(HaveLen(1))
+			now := kind.newObject(ns, "a", "")
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(current.Items[0].Object, now)).To(Succeed())
+			Expect(kind.value(now)).To(Equal("new"), "a consistent list is the present")
+
 			By("an informer, whose WatchList is refused so that it falls back to LIST")
 			inf := startInformer(name, ns, kind)
 			Eventually(inf.values).WithTimeout(10 * time.Second).Should(HaveKeyWithValue("a", "new"))

@@ -134,6 +134,14 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				p.trace.AddRequest(ex.rec)
 				return
 			}
+			if r.URL.Query().Get("resourceVersion") == "" {
+				// A LIST with no resourceVersion is a consistent read (a
+				// quorum read from etcd; since 1.31 the watch cache waits
+				// until it has etcd's current revision): no apiserver, however
+				// far its watch cache lags, serves it from the past.
+				ex.rec.Fault = "rewind: a consistent LIST (no resourceVersion) cannot be served from the past; served the current state"
+				break
+			}
 			rv, why := v.rv, "named by the rule"
 			if rv == "" {
 				rv = p.clock.at(v.asOf)

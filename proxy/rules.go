@@ -49,7 +49,9 @@ const (
 	// cache whose window no longer holds the client's resourceVersion (after
 	// a long disconnect, or on another apiserver).
 	Expire
-	// Rewind serves the client's matching LIST requests from the past: the
+	// Rewind serves the client's matching LIST requests that carry a
+	// resourceVersion from the past (a consistent LIST, with none, is served
+	// as it is: no apiserver serves one stale): the
 	// proxy rewrites them to resourceVersion=R&resourceVersionMatch=Exact, so
 	// the real apiserver answers with genuine old state from etcd, where R is
 	// the newest resourceVersion the proxy had seen (in any response or watch
