@@ -4,8 +4,10 @@ library, the example of a controller not written in Go that stalefuzz runs
 from a target file (target.yaml).
 
 For every ConfigMap labelled app=mirror in $WATCH_NAMESPACE it copies
-data.desired to data.observed, from an informer-like cache: one LIST, then a
-WATCH from the list's resourceVersion; a watch that ends or answers 410 Gone
+data.desired to data.observed, from an informer-like cache: one LIST with
+resourceVersion=0 (as client-go's reflector lists: any version, served from
+the apiserver's watch cache, which may lag etcd), then a WATCH from the
+list's resourceVersion; a watch that ends or answers 410 Gone
 means a relist. It writes with PUT of its cached copy:
   MODE=optimistic  keeps metadata.resourceVersion: a stale copy meets a 409
                    Conflict, and the next event brings a fresh one;
@@ -89,7 +91,7 @@ def main():
     cache = {}
     while True:
         try:
-            with request("GET", f"{BASE}?labelSelector=app%3Dmirror") as resp:
+            with request("GET", f"{BASE}?labelSelector=app%3Dmirror&resourceVersion=0") as resp:
                 lst = json.load(resp)
         except (urllib.error.URLError, OSError, ValueError) as e:
             log(f"list: {e}: trying again")
