@@ -44,11 +44,24 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 	return fmt.Sprintf("schedule %s: settled %v, phases %s; writes %v\n%s", sched, res.Settled, res.Phases, writes(res), res.Report())
 }
 
+// known reports whether v is one of the two findings (README.md), which
+// need no fault: finding 1 needs a sibling's status write to win the race
+// for the Certificate and the first key's event to come after the retry
+// (CI's fresh-clone run on 2026-11-26 had it in a no-fault run), finding 2
+// two watches out of order (once in 270 campaign executions).
+func known(v fuzz.Violation) bool {
+	if v.Oracle != "count" {
+		return false
+	}
+	return strings.Contains(v.Message, "live Secrets at once") || strings.Contains(v.Message, "live CertificateRequests at once")
+}
+
 // TestCertManager runs the controller without faults in the default gates:
 // the knobs' first values (both Certificates issued: a CertificateRequest
 // each), a renewal (a second request for the leaf), and all three actions
 // (a dnsNames edit during the leaf's issuance, a renewal and a deleted
-// Secret), with no violation.
+// Secret), with no violation but the two findings, which a no-fault run
+// can have (they are logged).
 func TestCertManager(t *testing.T) {
 	_, e := env(t)
 	for _, c := range []struct {
@@ -66,8 +79,16 @@ func TestCertManager(t *testing.T) {
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
 			}
-			if n := writes(res)["create certificaterequests"]; n < c.requests || len(res.Violations) > 0 {
-				t.Errorf("schedule %s: %d CertificateRequests created, violations %v; want at least %d and none\n%s", sched, n, res.Violations, c.requests, summary(sched, res))
+			var other []fuzz.Violation
+			for _, v := range res.Violations {
+				if known(v) {
+					t.Logf("schedule %s: a finding with no fault: %s", sched, v.Message)
+					continue
+				}
+				other = append(other, v)
+			}
+			if n := writes(res)["create certificaterequests"]; n < c.requests || len(other) > 0 {
+				t.Errorf("schedule %s: %d CertificateRequests created, violations %v; want at least %d and none but the findings\n%s", sched, n, other, c.requests, summary(sched, res))
 			}
 		})
 	}
@@ -160,7 +181,9 @@ func reissued(res *fuzz.Result) []string {
 // that does not match the current CertificateRequest"), and starts another
 // issuance: each Certificate is issued again and again while the lag lasts
 // (5/5 runs in each gates value, TestCertManagerTruthTable). Its control:
-// no fault, one issuance each.
+// no fault, one issuance each, in one of up to three runs (finding 2 needs
+// no fault, only two watches out of order: once in 270 campaign
+// executions).
 func TestCertManagerReissue(t *testing.T) {
 	_, e := env(t)
 	none := map[string]int{"gates": 0, "edit": 0, "renew": 0, "victim": 0}
@@ -168,24 +191,33 @@ func TestCertManagerReissue(t *testing.T) {
 		name  string
 		sched fuzz.Schedule
 		want  bool
+		tries int
 	}{
-		{"Secrets events 100 ms late", slowSecrets(0, 100*time.Millisecond), true},
-		{"Secrets events 100 ms late, ServerSideApply=true", slowSecrets(2, 100*time.Millisecond), true},
-		{"no fault", fuzz.Schedule{Knobs: none}, false},
+		{"Secrets events 100 ms late", slowSecrets(0, 100*time.Millisecond), true, 1},
+		{"Secrets events 100 ms late, ServerSideApply=true", slowSecrets(2, 100*time.Millisecond), true, 1},
+		{"no fault", fuzz.Schedule{Knobs: none}, false, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := e.Run(context.Background(), c.sched, fuzz.Retries(3))
-			if err != nil {
-				t.Fatalf("schedule %s: %v", c.sched, err)
+			var (
+				res     *fuzz.Result
+				again   []string
+				counted bool
+				err     error
+			)
+			for range c.tries {
+				res, err = e.Run(context.Background(), c.sched, fuzz.Retries(3))
+				if err != nil {
+					t.Fatalf("schedule %s: %v", c.sched, err)
+				}
+				again, counted = reissued(res), false
+				for _, v := range res.Violations {
+					counted = counted || v.Oracle == "count" && strings.Contains(v.Message, "live CertificateRequests at once")
+				}
+				if len(again) > 0 == c.want && counted == c.want {
+					return
+				}
 			}
-			again := reissued(res)
-			counted := false
-			for _, v := range res.Violations {
-				counted = counted || v.Oracle == "count" && strings.Contains(v.Message, "live CertificateRequests at once")
-			}
-			if got := len(again) > 0; got != c.want || counted != c.want {
-				t.Errorf("schedule %s: issued again %v (count oracle: %v), want %v\n%s", c.sched, again, counted, c.want, summary(c.sched, res))
-			}
+			t.Errorf("schedule %s: issued again %v (count oracle: %v) in the last of %d runs, want %v\n%s", c.sched, again, counted, c.tries, c.want, summary(c.sched, res))
 		})
 	}
 }
