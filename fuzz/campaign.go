@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,19 +123,25 @@ var statsLine = regexp.MustCompile(`: (\d+) executions \((\d+) harness errors\)`
 // execution a worker ran (the corpus replay and minimization included,
 // which go test's own "execs" leave out) and how many could not be judged.
 func Stats(dir string) (executions, harnessErrors, workers int) {
-	files, _ := filepath.Glob(filepath.Join(dir, "stats-*.log"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if m := statsLine.FindStringSubmatch(string(b)); m != nil {
+	eachStats(dir, func(s string) {
+		if m := statsLine.FindStringSubmatch(s); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			h, _ := strconv.Atoi(m[2])
 			executions, harnessErrors, workers = executions+n, harnessErrors+h, workers+1
 		}
-	}
+	})
 	return executions, harnessErrors, workers
+}
+
+// eachStats calls f with each worker's stats file in the campaign
+// directory dir.
+func eachStats(dir string, f func(string)) {
+	files, _ := filepath.Glob(filepath.Join(dir, "stats-*.log"))
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f(string(b))
+		}
+	}
 }
 
 // summarize prints what the campaign's workers did: the execution count,
@@ -157,16 +165,21 @@ func summarize(w io.Writer, target, scenario, dir string, took time.Duration) {
 		fmt.Fprintf(w, "; %d could not be judged (harness errors, never findings): %s", h, filepath.Join(dir, harnessErrorsFile))
 	}
 	fmt.Fprintln(w)
+	if k, byWhy := KnownHits(dir); k > 0 {
+		fmt.Fprintf(w, "stalefuzz: %s: %d executions had only known findings (not findings, the campaign went on past them; each listed in %s):", scenario, k, filepath.Join(dir, knownFile))
+		for _, why := range slices.Sorted(maps.Keys(byWhy)) {
+			fmt.Fprintf(w, " %s ×%d;", why, byWhy[why])
+		}
+		fmt.Fprintln(w)
+	}
 	// Each worker's start, by part: where a campaign's first minute went.
-	files, _ := filepath.Glob(filepath.Join(dir, "stats-*.log"))
-	for _, f := range files {
-		b, _ := os.ReadFile(f)
-		for _, line := range strings.Split(string(b), "\n") {
+	eachStats(dir, func(s string) {
+		for _, line := range strings.Split(s, "\n") {
 			if strings.Contains(line, ": ready to fuzz in ") {
 				fmt.Fprintf(w, "stalefuzz: %s\n", line)
 			}
 		}
-	}
+	})
 }
 
 // workerFailed records why this worker could not start, for the

@@ -39,7 +39,7 @@ func TestFindingsNeverOverwrite(t *testing.T) {
 func TestStatsSumsTheWorkers(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(campaignEnv, dir)
-	writeStats("s", Readiness{ControlPlane: 4 * time.Second, References: 2 * time.Second}, 40, 1, time.Minute, Phases{})
+	writeStats("s", Readiness{ControlPlane: 4 * time.Second, References: 2 * time.Second}, 40, 1, 0, time.Minute, Phases{})
 	if err := os.WriteFile(filepath.Join(dir, "stats-1.log"), []byte("s: worker 1: 44 executions (0 harness errors) in 60s of fuzzing: 44.0 executions/min\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,11 @@ type FalseAlarms struct {
 	// oracle to fix, or a bug that a healthy apiserver's latency alone
 	// brings out) is read from.
 	Alarms []Alarm `json:",omitempty"`
+	// Known counts, per Known's Why, the judged executions whose every
+	// violation was a known finding of the scenario (Scenario.Known): a bug
+	// that a healthy apiserver's latency alone brings out, already
+	// reported, not counted as a false alarm.
+	Known map[string]int `json:",omitempty"`
 }
 
 // Alarm is one judged execution of MeasureFalseAlarms that raised a
@@ -42,10 +47,20 @@ type Alarm struct {
 	Violations []Violation
 }
 
-// add counts res, the judged execution i (from 1) of sched.
-func (f *FalseAlarms) add(i int, sched Schedule, res *Result) {
+// add counts res, the judged execution i (from 1) of sched; known are the
+// known findings its violations all were, if they were.
+func (f *FalseAlarms) add(i int, sched Schedule, res *Result, known []Known) {
 	f.Executions++
 	if len(res.Violations) == 0 {
+		return
+	}
+	if known != nil {
+		if f.Known == nil {
+			f.Known = map[string]int{}
+		}
+		for _, k := range known {
+			f.Known[k.Why]++
+		}
 		return
 	}
 	f.Alarms = append(f.Alarms, Alarm{Execution: i, Schedule: sched.String(), Violations: res.Violations})
@@ -72,6 +87,12 @@ func (f FalseAlarms) String() string {
 			b.WriteString("; ")
 		}
 		fmt.Fprintf(&b, "%s: %d false alarms (first: %s)", o, f.ByOracle[o], f.First[o])
+	}
+	if len(f.Known) > 0 {
+		b.WriteString("; executions with only known findings (not false alarms):")
+		for _, why := range slices.Sorted(maps.Keys(f.Known)) {
+			fmt.Fprintf(&b, " %s ×%d;", why, f.Known[why])
+		}
 	}
 	return b.String()
 }
@@ -115,7 +136,7 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progre
 			f.HarnessErrors++
 			res = nil
 		} else {
-			f.add(i+1, sched, res)
+			f.add(i+1, sched, res, e.s.knownOnly(res.Violations))
 		}
 		if progress != nil {
 			progress(i+1, f, res)

@@ -20,9 +20,9 @@ func TestFalseAlarmsAdd(t *testing.T) {
 		{Oracle: "count", Subject: "Secret of Certificate ca", Message: "ca had 2"},
 		{Oracle: "count", Subject: "CertificateRequest of Certificate leaf", Message: "leaf had 3"},
 	}
-	f.add(1, sched, &Result{})
-	f.add(2, sched, &Result{Violations: two})
-	f.add(3, sched, &Result{Violations: []Violation{{Oracle: "crash", Message: "exit 2"}}})
+	f.add(1, sched, &Result{}, nil)
+	f.add(2, sched, &Result{Violations: two}, nil)
+	f.add(3, sched, &Result{Violations: []Violation{{Oracle: "crash", Message: "exit 2"}}}, nil)
 
 	if f.Executions != 3 || !reflect.DeepEqual(f.ByOracle, map[string]int{"count": 1, "crash": 1}) {
 		t.Errorf("after 3 executions: %d judged, by oracle %v; want 3, count 1 and crash 1", f.Executions, f.ByOracle)

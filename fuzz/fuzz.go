@@ -122,7 +122,7 @@ func Fuzz(f *testing.F, s Scenario) {
 		env.prepareReferences(f)
 		env.Ready.References = time.Since(began)
 	}
-	var execs, harnessErrs int
+	var execs, harnessErrs, knownHits int
 	var phases Phases // summed over the executions that could be judged
 	began := time.Now()
 	f.Fuzz(func(t *testing.T, input []byte) {
@@ -141,15 +141,23 @@ func Fuzz(f *testing.F, s Scenario) {
 		}
 		res, err := env.Run(context.Background(), sched, Retries(attempts))
 		execs++
+		var known []Known
 		if err != nil {
 			harnessErrs++
 		} else {
 			phases = phases.Add(res.Phases)
+			if fuzzing {
+				// Only while fuzzing: a regression run or a replay judges a
+				// known finding as a finding.
+				if known = s.knownOnly(res.Violations); known != nil {
+					knownHits++
+				}
+			}
 		}
 		if fuzzing {
 			// Rewritten after every execution: go test ends a worker without
 			// running its cleanups.
-			writeStats(s.Name, env.Ready, execs, harnessErrs, time.Since(began), phases.Div(execs-harnessErrs))
+			writeStats(s.Name, env.Ready, execs, harnessErrs, knownHits, time.Since(began), phases.Div(execs-harnessErrs))
 		}
 		if err != nil {
 			if fuzzing {
@@ -174,6 +182,12 @@ func Fuzz(f *testing.F, s Scenario) {
 			return
 		}
 		if len(res.Violations) == 0 {
+			return
+		}
+		if known != nil {
+			// Counted, and the input kept as interesting (its features
+			// include the violation), but the campaign goes on.
+			logKnown(sched, known)
 			return
 		}
 		files := writeFinding(res, s.Name, input)
@@ -466,10 +480,13 @@ func findingsDir() string {
 // writeStats writes how long one worker took to be ready, its execution
 // rate, and where an execution's time goes on average, to stats-<pid>.log in the findings directory: go test
 // -fuzz's own count leaves out the executions it spends minimizing.
-func writeStats(scenario string, ready Readiness, execs, harnessErrs int, d time.Duration, mean Phases) {
+func writeStats(scenario string, ready Readiness, execs, harnessErrs, knownHits int, d time.Duration, mean Phases) {
 	w := fmt.Sprintf("%s: worker %d", scenario, os.Getpid())
 	line := fmt.Sprintf("%s: ready to fuzz in %s\n%s: %d executions (%d harness errors) in %.0fs of fuzzing: %.1f executions/min\n%s: one execution, on average: %s\n",
 		w, ready, w, execs, harnessErrs, d.Seconds(), float64(execs)/d.Minutes(), w, mean)
+	if k := knownStats(knownHits); k != "" {
+		line += w + k + "\n"
+	}
 	if os.MkdirAll(campaignDir(), 0o700) == nil {
 		_ = os.WriteFile(filepath.Join(campaignDir(), fmt.Sprintf("stats-%d.log", os.Getpid())), []byte(line), 0o600)
 	}

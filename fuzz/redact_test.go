@@ -100,7 +100,7 @@ func TestFindingHoldsNoSecretAndIsPrivate(t *testing.T) {
 		t.Fatalf("corpus entry: %v", written.entryErr)
 	}
 	tracePath, picture, entry := written.trace, written.picture, written.entry
-	writeStats(s.Name, env.Ready, 1, 1, time.Second, res.Phases)
+	writeStats(s.Name, env.Ready, 1, 1, 0, time.Second, res.Phases)
 	logHarnessError(s.Name, sched, errors.New("a harness error"))
 	for _, p := range []string{tracePath, picture, entry} {
 		if _, err := os.Stat(p); err != nil {

@@ -169,6 +169,10 @@ type Scenario struct {
 	// test fails. Zero: no known bug.
 	KnownBug string
 
+	// Known are findings already reported, which a campaign searches past
+	// (Known). Zero: every violation is a finding.
+	Known []Known
+
 	// Seeds are schedules every campaign starts from, besides the corpus in
 	// testdata. Zero: none.
 	Seeds []Schedule

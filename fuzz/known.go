@@ -1,0 +1,109 @@
+package fuzz
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Known is a finding already reported, which a campaign searches past: a
+// fuzzed execution whose every violation a Known matches is counted (in the
+// campaign's summary and known.log), not reported as a finding, so that a
+// bug found in seconds does not end every campaign; MeasureFalseAlarms
+// counts such executions apart from the false alarms. A regression run or a
+// replay judges them as usual: a saved input of a known finding still
+// reproduces it.
+type Known struct {
+	// Oracle is the violation's oracle ("count", "end-state",
+	// "lost-update", "convergence", "stuck", "storm", "crash").
+	Oracle string
+	// Message is a substring of the violation's message, specific enough
+	// to match this finding only ("live Secrets at once").
+	Message string
+	// Why names the finding and where it is reported ("finding 1,
+	// README.md"); it labels the count in the summary.
+	Why string
+}
+
+// Matches reports whether v is this known finding.
+func (k Known) Matches(v Violation) bool {
+	return v.Oracle == k.Oracle && k.Message != "" && strings.Contains(v.Message, k.Message)
+}
+
+// knownOnly returns, when vs is not empty and every violation in it is a
+// known finding of s, the first Known each matched (in s.Known's order,
+// once each); nil otherwise.
+func (s Scenario) knownOnly(vs []Violation) []Known {
+	if len(vs) == 0 {
+		return nil
+	}
+	var out []Known
+	seen := map[int]bool{}
+	for _, v := range vs {
+		i := s.knownIndex(v)
+		if i < 0 {
+			return nil
+		}
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, s.Known[i])
+		}
+	}
+	return out
+}
+
+func (s Scenario) knownIndex(v Violation) int {
+	for i, k := range s.Known {
+		if k.Matches(v) {
+			return i
+		}
+	}
+	return -1
+}
+
+const knownFile = "known.log"
+
+// logKnown appends an execution that had only known findings to known.log
+// in the campaign's directory, one line per finding: "<why>\t<schedule>".
+func logKnown(sched Schedule, ks []Known) {
+	for _, k := range ks {
+		appendLine(knownFile, k.Why+"\t"+sched.String())
+	}
+}
+
+// knownStatsLine matches the known-findings line of a worker's stats file
+// (worded so that the executions line's patterns never match it).
+var knownStatsLine = regexp.MustCompile(`: known findings only in (\d+) of them`)
+
+func knownStats(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(": known findings only in %d of them (%s)", n, knownFile)
+}
+
+// KnownHits sums, over the workers' stats files in a campaign directory,
+// the executions that had only known findings, and counts them per Known's
+// Why from known.log.
+func KnownHits(dir string) (executions int, byWhy map[string]int) {
+	eachStats(dir, func(s string) {
+		if m := knownStatsLine.FindStringSubmatch(s); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			executions += n
+		}
+	})
+	b, err := os.ReadFile(filepath.Join(dir, knownFile))
+	if err != nil {
+		return executions, nil
+	}
+	byWhy = map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if why, _, ok := strings.Cut(line, "\t"); ok {
+			byWhy[why]++
+		}
+	}
+	return executions, byWhy
+}

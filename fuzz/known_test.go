@@ -1,0 +1,81 @@
+package fuzz
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var twoKeys = Known{Oracle: "count", Message: "live Secrets at once", Why: "finding 1"}
+
+// An execution is a known finding's only when every violation it raised
+// matches one: a new violation beside a known one is a finding, and so is a
+// known message raised by another oracle.
+func TestKnownOnly(t *testing.T) {
+	reissue := Known{Oracle: "count", Message: "live CertificateRequests at once", Why: "finding 2"}
+	s := Scenario{Known: []Known{twoKeys, reissue}}
+	keys := Violation{Oracle: "count", Message: "Certificate ca had 2 live Secrets at once at t+0.1s"}
+	keys2 := Violation{Oracle: "count", Message: "Certificate leaf had 2 live Secrets at once at t+0.2s"}
+	requests := Violation{Oracle: "count", Message: "Certificate ca had 2 live CertificateRequests at once"}
+	for _, c := range []struct {
+		name string
+		vs   []Violation
+		want []Known
+	}{
+		{"no violation", nil, nil},
+		{"one known", []Violation{keys}, []Known{twoKeys}},
+		{"one known twice, then another", []Violation{keys, keys2, requests}, []Known{twoKeys, reissue}},
+		{"a known and a new one", []Violation{keys, {Oracle: "crash", Message: "exit 2"}}, nil},
+		{"a known message from another oracle", []Violation{{Oracle: "end-state", Message: keys.Message}}, nil},
+	} {
+		if got := s.knownOnly(c.vs); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: knownOnly = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if (Known{Oracle: "count"}).Matches(keys) {
+		t.Error("a Known without a message matches every violation of its oracle")
+	}
+}
+
+// MeasureFalseAlarms counts an execution with only known findings apart
+// from the false alarms, per finding, and says so.
+func TestFalseAlarmsKnown(t *testing.T) {
+	f := FalseAlarms{ByOracle: map[string]int{}, First: map[string]string{}}
+	keys := []Violation{{Oracle: "count", Message: "ca had 2 live Secrets at once"}}
+	f.add(1, Schedule{}, &Result{Violations: keys}, []Known{twoKeys})
+	f.add(2, Schedule{}, &Result{Violations: keys}, []Known{twoKeys})
+	if f.Executions != 2 || len(f.ByOracle) != 0 || len(f.Alarms) != 0 || f.Known["finding 1"] != 2 {
+		t.Fatalf("got %d judged, by oracle %v, %d alarms, known %v; want 2, none, none, finding 1 twice", f.Executions, f.ByOracle, len(f.Alarms), f.Known)
+	}
+	if s := f.String(); !strings.Contains(s, "no false alarm") || !strings.Contains(s, "finding 1 ×2") {
+		t.Errorf("String() = %q, want no false alarm and finding 1 ×2", s)
+	}
+}
+
+// A campaign's summary says how many executions had only known findings,
+// and which, without counting them twice as executions.
+func TestSummaryCountsKnownFindings(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(campaignEnv, dir)
+	writeStats("s", Readiness{}, 40, 1, 3, time.Minute, Phases{})
+	logKnown(Schedule{}, []Known{twoKeys})
+	logKnown(Schedule{}, []Known{twoKeys})
+	logKnown(Schedule{}, []Known{{Why: "finding 2"}})
+	if n, h, w := Stats(dir); n != 40 || h != 1 || w != 1 {
+		t.Fatalf("Stats = %d, %d, %d; want 40, 1, 1", n, h, w)
+	}
+	if n, by := KnownHits(dir); n != 3 || by["finding 1"] != 2 || by["finding 2"] != 1 {
+		t.Fatalf("KnownHits = %d, %v; want 3, finding 1 ×2 and finding 2 ×1", n, by)
+	}
+	var b strings.Builder
+	summarize(&b, "FuzzS", "s", dir, time.Minute)
+	if want := "s: 3 executions had only known findings (not findings, the campaign went on past them; each listed in " + filepath.Join(dir, knownFile) + "): finding 1 ×2; finding 2 ×1;"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary %q lacks %q", b.String(), want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, knownFile)); err != nil {
+		t.Error(err)
+	}
+}
