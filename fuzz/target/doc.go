@@ -39,6 +39,12 @@
 // is written to the execution's log and the workload goes on with its next
 // step: a wait paces the workload, the oracles judge the controllers.
 //
+// Oracles.Known lists findings already reported (fuzz.Known): while
+// fuzzing, an execution whose every violation one of them matches is
+// counted, not a finding, and the campaign goes on; CheckFalseAlarms counts
+// it apart from the false alarms. Regression runs and replays judge it as a
+// finding.
+//
 // Prepare builds every Go controller once ("go install module/path@version",
 // or, where the module's replace directives refuse that, "go build" inside
 // a copy of the downloaded module; for a local directory "./dir", "go build"

@@ -58,6 +58,13 @@ func TestParseGood(t *testing.T) {
 	if tg.Dir != "/dir" || tg.Workload[1].Patch.Name != "x" || tg.Workload[1].At != "${edit}" {
 		t.Errorf("parsed wrongly: %+v", tg)
 	}
+	k, err := target.Parse("good.yaml", "/dir", []byte(good+"  known: [{oracle: lost-update, message: data.a, why: issue 7}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []target.Known{{Oracle: "lost-update", Message: "data.a", Why: "issue 7"}}; len(k.Oracles.Known) != 1 || k.Oracles.Known[0] != want[0] {
+		t.Errorf("oracles.known: got %+v, want %+v", k.Oracles.Known, want)
+	}
 }
 
 // TestParseErrors: each mistake is refused with its line, its field and,
@@ -80,6 +87,8 @@ func TestParseErrors(t *testing.T) {
 		{"undeclared git fixture", `"--watch-namespace=${namespace}"`, `"--url=${git.repo}"`, []string{"bad.yaml:6:", "controllers[0].args[0]", `no git fixture is named "repo": declare it under fixtures.git`}},
 		{"a process's own directory in a step", `'{"data":{"a":"b"}}'`, `'{"data":{"a":"${dir}"}}'`, []string{"bad.yaml:20:", "workload[1].patch", "${dir} is a controller process's own: only a controller's args and env may refer to it"}},
 		{"bad port name", `"--watch-namespace=${namespace}"`, `"--addr=:${port.Metrics}"`, []string{"bad.yaml:6:", "${port.Metrics}: want ${port.NAME}"}},
+		{"known finding of no oracle", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known: [{oracle: lost-updates, message: x, why: y}]", []string{"bad.yaml:23:", "oracles.known[0]", `oracle "lost-updates": want one of convergence, count, crash, end-state, lost-update, storm, stuck`}},
+		{"known finding without why", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known:\n    - {oracle: lost-update, message: x}", []string{"bad.yaml:24:", "oracles.known[0]", "want why"}},
 		{"git fixture without dir", "oracles:", "fixtures:\n  git: [{name: repo}]\noracles:", []string{"bad.yaml:22:", "fixtures.git[0].dir", "want dir"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

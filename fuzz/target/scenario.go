@@ -56,6 +56,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		LostUpdates:         slices.DeleteFunc(slices.Clone(t.Oracles.LostUpdates), func(p string) bool { return p == AnyField }),
 		LostUpdatesAnyField: slices.Contains(t.Oracles.LostUpdates, AnyField),
 		KnownBug:            t.Oracles.KnownBug,
+		Known:               known(t.Oracles.Known),
 		Crash:               t.Oracles.Crash == nil || *t.Oracles.Crash,
 		Storm:               t.Oracles.Storm == nil || *t.Oracles.Storm,
 	}
@@ -330,4 +331,12 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+func known(ks []Known) []fuzz.Known {
+	var out []fuzz.Known
+	for _, k := range ks {
+		out = append(out, fuzz.Known{Oracle: k.Oracle, Message: k.Message, Why: k.Why})
+	}
+	return out
 }

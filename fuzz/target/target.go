@@ -242,7 +242,29 @@ type Oracles struct {
 	// KnownBug marks the target as a known-bad variant (fuzz.Scenario's
 	// KnownBug): each committed corpus entry must still find it.
 	KnownBug string `yaml:"knownBug"`
+	// Known are findings already reported, which campaigns search past
+	// (fuzz.Known): an execution whose every violation one of them matches
+	// is counted in the campaign's summary, not a finding, and
+	// `stalefuzz false-alarms` counts it apart from the false alarms.
+	// `stalefuzz replay` and regression runs still judge it as a finding.
+	Known []Known `yaml:"known"`
 }
+
+// Known is a finding already reported.
+type Known struct {
+	// Oracle is the violation's oracle: convergence, count, crash,
+	// end-state, lost-update, storm or stuck.
+	Oracle string `yaml:"oracle"`
+	// Message is a substring of the violation's message that only this
+	// finding's violations have.
+	Message string `yaml:"message"`
+	// Why names the finding and where it is reported.
+	Why string `yaml:"why"`
+}
+
+// knownOracles are the oracles a Known may name: those a target's
+// violations come from.
+var knownOracles = []string{"convergence", "count", "crash", "end-state", "lost-update", "storm", "stuck"}
 
 // DefaultQuiet is a target's Oracles.Quiet when it gives none: longer than
 // the engine's default (fuzz.DefaultQuiet, 300 ms), because a target's

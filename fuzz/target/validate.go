@@ -202,6 +202,16 @@ func (t *Target) validate(p *positions) error {
 			bad(errors.New("want apiVersion and kind"), "oracles", "endState", i)
 		}
 	}
+	for i, k := range t.Oracles.Known {
+		switch {
+		case !slices.Contains(knownOracles, k.Oracle):
+			bad(fmt.Errorf("oracle %q: want one of %s", k.Oracle, strings.Join(knownOracles, ", ")), "oracles", "known", i)
+		case k.Message == "":
+			bad(errors.New("want a message: a substring of the finding's violations that only they have"), "oracles", "known", i)
+		case k.Why == "":
+			bad(errors.New("want why: the finding and where it is reported"), "oracles", "known", i)
+		}
+	}
 	if q := t.Oracles.Quiet; q != "" {
 		if _, err := parseDuration(q); err != nil {
 			bad(err, "oracles", "quiet")
