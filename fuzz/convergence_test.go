@@ -219,3 +219,22 @@ func TestSettlesAfterALateWorkloadStep(t *testing.T) {
 		t.Errorf("settled after %v: want the quiet period (1 s) after the step at t+1.5 s", res.Elapsed)
 	}
 }
+
+// RunUntil stops at the first run done accepts, and runs no more than it
+// is given.
+func TestRunUntil(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	env := testEnv(t, Scenario{Name: "run-until", Quiet: 100 * time.Millisecond, Start: noop, Drive: noop})
+	calls := 0
+	second := func(*Result) bool { calls++; return calls == 2 }
+	if res, runs, err := env.RunUntil(context.Background(), Schedule{}, 5, second); err != nil || res == nil || runs != 2 || calls != 2 {
+		t.Errorf("until the second: %d runs, %d calls, %v; want 2 runs and 2 calls", runs, calls, err)
+	}
+	calls = 0
+	never := func(*Result) bool { calls++; return false }
+	if _, runs, err := env.RunUntil(context.Background(), Schedule{}, 3, never); err != nil || runs != 3 || calls != 3 {
+		t.Errorf("never: %d runs, %d calls, %v; want 3 and 3", runs, calls, err)
+	}
+}

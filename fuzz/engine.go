@@ -255,6 +255,20 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 	return res, nil
 }
 
+// RunUntil runs sched up to tries times (each an Env.Run with opts) and
+// returns the first result done accepts, or else the last, and how many
+// runs it took: the regression row of a finding that shows in most runs,
+// not all (state its N/20 beside it). A harness error ends it.
+func (e *Env) RunUntil(ctx context.Context, sched Schedule, tries int, done func(*Result) bool, opts ...RunOption) (res *Result, runs int, err error) {
+	for runs < max(tries, 1) {
+		runs++
+		if res, err = e.Run(ctx, sched, opts...); err != nil || done(res) {
+			break
+		}
+	}
+	return res, runs, err
+}
+
 // RunOption changes one Env.Run.
 type RunOption func(*runOptions)
 

@@ -50,3 +50,18 @@ func LoadEnv(tb TB, path string) (*Target, *fuzz.Env) {
 	}
 	return t, StartEnv(tb, t)
 }
+
+// Input reads the saved input at path (a finding's .input file, or an
+// entry of testdata/fuzz: go test's corpus format) and returns the schedule
+// t's scenario decodes from it: what a regression row runs.
+func (t *Target) Input(path string) (fuzz.Schedule, error) {
+	b, err := fuzz.ReadCorpusEntry(path)
+	if err != nil {
+		return fuzz.Schedule{}, err
+	}
+	s, err := t.Scenario()
+	if err != nil {
+		return fuzz.Schedule{}, err
+	}
+	return s.Decode(b), nil
+}

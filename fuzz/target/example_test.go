@@ -1,8 +1,10 @@
 package target_test
 
 import (
+	"context"
 	"testing"
 
+	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 )
 
@@ -29,4 +31,24 @@ func Example() {
 // The fuzz target of a target file, as scenarios/pymirror has it.
 func ExampleFuzz() {
 	_ = func(f *testing.F) { target.Fuzz(f, "target.yaml") }
+}
+
+// A finding's regression row: its saved input replayed against the real
+// apiserver, the violation asserted (scenarios/kuberay's TestKubeRayTwoHeads
+// is one).
+func ExampleTarget_Input() {
+	_ = func(t *testing.T) {
+		tg, env := target.LoadEnv(t, "target.yaml")
+		sched, err := tg.Input("testdata/finding.input")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+		if err != nil {
+			t.Fatalf("schedule %s: %v", sched, err)
+		}
+		if len(res.Violations) == 0 {
+			t.Errorf("schedule %s: the finding no longer reproduces\n%s", sched, res.Report())
+		}
+	}
 }

@@ -3,6 +3,7 @@ package certmanager_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -23,6 +24,18 @@ func FuzzCertManager(f *testing.F) { target.Fuzz(f, "target.yaml") }
 func env(t *testing.T) (*target.Target, *fuzz.Env) {
 	t.Helper()
 	return target.LoadEnv(t, "target.yaml")
+}
+
+// twoKeysInput starts an Env (env) and reads finding 1's saved input, the
+// campaign's restart onto a lagging apiserver.
+func twoKeysInput(t *testing.T) (*fuzz.Env, fuzz.Schedule) {
+	t.Helper()
+	tg, e := env(t)
+	sched, err := tg.Input("testdata/two-keys.input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, sched
 }
 
 // writes counts the successful creates and deletes per resource.
@@ -122,39 +135,24 @@ func slowSecrets(gates int, d time.Duration) fuzz.Schedule {
 // three runs; its control: with ServerSideApply=true the status apply does
 // not conflict, and the same slow watch makes none (0/20).
 func TestCertManagerTwoKeys(t *testing.T) {
-	b, err := fuzz.ReadCorpusEntry("testdata/two-keys.input")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, e := env(t)
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, input := twoKeysInput(t)
 	for _, c := range []struct {
 		name  string
 		sched fuzz.Schedule
 		want  bool
 		tries int
 	}{
-		{"campaign input", s.Decode(b), true, 3},
+		{"campaign input", input, true, 3},
 		{"Secrets events 100 ms late", slowSecrets(0, 100*time.Millisecond), true, 3},
 		{"Secrets events 100 ms late, ServerSideApply=true", slowSecrets(2, 100*time.Millisecond), false, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var res *fuzz.Result
-			got := false
-			for range c.tries {
-				res, err = e.Run(context.Background(), c.sched, fuzz.Retries(3))
-				if err != nil {
-					t.Fatalf("schedule %s: %v", c.sched, err)
-				}
-				if got = twoKeys(res); got {
-					break
-				}
+			res, runs, err := e.RunUntil(context.Background(), c.sched, c.tries, twoKeys, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", c.sched, err)
 			}
-			if got != c.want {
-				t.Errorf("schedule %s: two next private keys %v in %d runs, want %v\n%s", c.sched, got, c.tries, c.want, summary(c.sched, res))
+			if got := twoKeys(res); got != c.want {
+				t.Errorf("schedule %s: two next private keys %v in %d runs, want %v\n%s", c.sched, got, runs, c.want, summary(c.sched, res))
 			}
 		})
 	}
@@ -198,26 +196,22 @@ func TestCertManagerReissue(t *testing.T) {
 		{"no fault", fuzz.Schedule{Knobs: none}, false, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var (
-				res     *fuzz.Result
-				again   []string
-				counted bool
-				err     error
-			)
-			for range c.tries {
-				res, err = e.Run(context.Background(), c.sched, fuzz.Retries(3))
-				if err != nil {
-					t.Fatalf("schedule %s: %v", c.sched, err)
-				}
-				again, counted = reissued(res), false
+			counted := func(res *fuzz.Result) bool {
 				for _, v := range res.Violations {
-					counted = counted || v.Oracle == "count" && strings.Contains(v.Message, "live CertificateRequests at once")
+					if v.Oracle == "count" && strings.Contains(v.Message, "live CertificateRequests at once") {
+						return true
+					}
 				}
-				if len(again) > 0 == c.want && counted == c.want {
-					return
-				}
+				return false
 			}
-			t.Errorf("schedule %s: issued again %v (count oracle: %v) in the last of %d runs, want %v\n%s", c.sched, again, counted, c.tries, c.want, summary(c.sched, res))
+			as := func(res *fuzz.Result) bool { return len(reissued(res)) > 0 == c.want && counted(res) == c.want }
+			res, runs, err := e.RunUntil(context.Background(), c.sched, c.tries, as, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", c.sched, err)
+			}
+			if !as(res) {
+				t.Errorf("schedule %s: issued again %v (count oracle: %v) in the last of %d runs, want %v\n%s", c.sched, reissued(res), counted(res), runs, c.want, summary(c.sched, res))
+			}
 		})
 	}
 }
@@ -230,17 +224,9 @@ func TestCertManagerTwoKeysRate(t *testing.T) {
 	if n == 0 {
 		t.Skip("STALEFUZZ_RATE=N runs it")
 	}
-	b, err := fuzz.ReadCorpusEntry("testdata/two-keys.input")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, e := env(t)
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
-	input := func(gates int) fuzz.Schedule {
-		sched := s.Decode(b)
+	e, input := twoKeysInput(t)
+	withGates := func(gates int) fuzz.Schedule {
+		sched := fuzz.Schedule{Knobs: maps.Clone(input.Knobs), Steps: input.Steps}
 		sched.Knobs["gates"] = gates
 		return sched
 	}
@@ -249,9 +235,9 @@ func TestCertManagerTwoKeysRate(t *testing.T) {
 		name  string
 		sched fuzz.Schedule
 	}{
-		{"input, default gates", input(0)},
-		{"input, StableCertificateRequestName=false", input(1)},
-		{"input, ServerSideApply=true", input(2)},
+		{"input, default gates", withGates(0)},
+		{"input, StableCertificateRequestName=false", withGates(1)},
+		{"input, ServerSideApply=true", withGates(2)},
 		{"Secrets events 300 ms late, default gates", slow(0, 300*time.Millisecond)},
 		{"Secrets events 100 ms late, default gates", slow(0, 100*time.Millisecond)},
 		{"Secrets events 300 ms late, ServerSideApply=true", slow(2, 300*time.Millisecond)},
@@ -294,15 +280,7 @@ func TestCertManagerTruthTable(t *testing.T) {
 	if n == 0 {
 		t.Skip("STALEFUZZ_RATE=N runs it")
 	}
-	b, err := fuzz.ReadCorpusEntry("testdata/two-keys.input")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg, e := env(t)
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, input := twoKeysInput(t)
 	patterns := []struct {
 		name  string
 		knobs map[string]int
@@ -318,7 +296,7 @@ func TestCertManagerTruthTable(t *testing.T) {
 	}{
 		{"no fault", nil},
 		{"Secrets 100 ms late", slowSecrets(0, 100*time.Millisecond).Steps},
-		{"restart, 0.3 s behind", s.Decode(b).Steps},
+		{"restart, 0.3 s behind", input.Steps},
 	}
 	for _, p := range patterns {
 		if !strings.Contains(p.name, os.Getenv("STALEFUZZ_PATTERN")) {

@@ -67,15 +67,7 @@ func TestFalseAlarms(t *testing.T) {
 // than 2. Its control (testdata/late-jobs-short.input): the same events
 // held only until t+0.5 s, inside one pollingInterval, duplicate nothing.
 func TestKEDALateJobEvents(t *testing.T) {
-	e := env(t)
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg, e := target.LoadEnv(t, "target.yaml")
 	for _, c := range []struct {
 		name, input string
 		dup         bool
@@ -84,11 +76,10 @@ func TestKEDALateJobEvents(t *testing.T) {
 		{"held within a pollingInterval", "testdata/late-jobs-short.input", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b, err := fuzz.ReadCorpusEntry(c.input)
+			sched, err := tg.Input(c.input)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sched := s.Decode(b)
 			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
@@ -118,10 +109,6 @@ func TestKEDALateJobEvents(t *testing.T) {
 // restarted scale loop creates new ones. Its control: the same schedule
 // with spec.rollout.strategy gradual deletes nothing.
 func TestKEDARolloutDeletesNewJobs(t *testing.T) {
-	b, err := fuzz.ReadCorpusEntry("testdata/rollout.input")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name, rollout string
 		deletes       bool
@@ -139,11 +126,10 @@ func TestKEDARolloutDeletesNewJobs(t *testing.T) {
 				a.Manifest = strings.Replace(a.Manifest, "pollingInterval: 1", "pollingInterval: 1\n  rollout: {strategy: "+c.rollout+"}", 1)
 			}
 			e := target.StartEnv(t, tg)
-			s, err := tg.Scenario()
+			sched, err := tg.Input("testdata/rollout.input")
 			if err != nil {
 				t.Fatal(err)
 			}
-			sched := s.Decode(b)
 			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)

@@ -94,10 +94,6 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 // ENABLE_DETERMINISTIC_HEAD_POD_NAME=true (off by default) the same
 // schedule makes no second head.
 func TestKubeRayTwoHeads(t *testing.T) {
-	b, err := fuzz.ReadCorpusEntry("testdata/two-heads.input")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct {
 		name, deterministic string
 		twoHeads            bool
@@ -115,11 +111,10 @@ func TestKubeRayTwoHeads(t *testing.T) {
 			}
 			tg.Controllers[0].Env = map[string]string{"ENABLE_DETERMINISTIC_HEAD_POD_NAME": c.deterministic}
 			e := envOf(t, tg)
-			s, err := tg.Scenario()
+			sched, err := tg.Input("testdata/two-heads.input")
 			if err != nil {
 				t.Fatal(err)
 			}
-			sched := s.Decode(b)
 			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
@@ -224,16 +219,11 @@ func truthPatterns(t *testing.T) []truthPattern {
 	if err := target.Prepare(context.Background(), tg, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
 	decoded := func(path string) fuzz.Step {
-		b, err := fuzz.ReadCorpusEntry(path)
+		sched, err := tg.Input(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sched := s.Decode(b)
 		if len(sched.Steps) != 1 || !sched.Steps[0].IsRestart() {
 			t.Fatalf("%s: %s, want one restart", path, sched)
 		}

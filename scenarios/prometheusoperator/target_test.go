@@ -14,17 +14,6 @@ import (
 // operator, as `stalefuzz fuzz target.yaml` does.
 func FuzzPrometheusOperator(f *testing.F) { target.Fuzz(f, "target.yaml") }
 
-// env starts an Env for target.yaml, building the operator first if it is
-// not cached.
-func env(t *testing.T) *fuzz.Env {
-	t.Helper()
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return target.StartEnv(t, tg)
-}
-
 // writes counts the operator's successful writes of one resource (from
 // the trace) by verb.
 func writes(res *fuzz.Result, resource string) map[string]int {
@@ -53,7 +42,7 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 // the Alertmanager's again after the Alertmanager is recreated (3 creates
 // either way); no violation, and the run settles.
 func TestPrometheusOperator(t *testing.T) {
-	e := env(t)
+	_, e := target.LoadEnv(t, "target.yaml")
 	for _, c := range []struct {
 		name           string
 		action, remove int
@@ -109,15 +98,7 @@ func recreated(res *fuzz.Result, name string) (creates int, relisted bool) {
 // re-watch from the last resourceVersion delivers the DELETED event, and
 // the operator makes the StatefulSet again.
 func TestPrometheusOperatorLostStatefulSetDelete(t *testing.T) {
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := tg.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := env(t)
+	tg, e := target.LoadEnv(t, "target.yaml")
 	for _, c := range []struct {
 		name, input string
 		expire      bool
@@ -130,38 +111,33 @@ func TestPrometheusOperatorLostStatefulSetDelete(t *testing.T) {
 		{"re-watch", "testdata/rewatch.input", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b, err := fuzz.ReadCorpusEntry(c.input)
+			sched, err := tg.Input(c.input)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sched := s.Decode(b)
 			// The relist loses the StatefulSet in 15 of 20 runs (in the others
 			// a sync that raced the delete failed, and its retry made it
 			// again): up to 5 runs, the first that loses it passes. The
 			// control never loses it.
-			runs := 1
+			tries := 1
 			if c.expire {
-				runs = 5
+				tries = 5
 			}
-			var report string
-			for range runs {
-				res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
-				if err != nil {
-					t.Fatalf("schedule %s: %v", sched, err)
-				}
+			done := func(res *fuzz.Result) bool {
 				creates, relisted := recreated(res, "prometheus-prom")
-				if relisted != c.expire {
-					t.Fatalf("schedule %s: relisted after 410 %v, want %v\n%s", sched, relisted, c.expire, summary(sched, res))
-				}
-				report = fmt.Sprintf("StatefulSet prometheus-prom created %d times (once, then deleted at t+0.4 s)\n%s", creates, summary(sched, res))
-				if lost := creates == 1; lost || !c.expire {
-					if lost != c.expire {
-						t.Errorf("schedule %s: lost %v, want %v: %s", sched, lost, c.expire, report)
-					}
-					return
-				}
+				return relisted != c.expire || creates == 1
 			}
-			t.Errorf("schedule %s: the StatefulSet was made again in each of %d runs; want it lost: last run: %s", sched, runs, report)
+			res, runs, err := e.RunUntil(context.Background(), sched, tries, done, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			creates, relisted := recreated(res, "prometheus-prom")
+			if relisted != c.expire {
+				t.Fatalf("schedule %s: relisted after 410 %v, want %v\n%s", sched, relisted, c.expire, summary(sched, res))
+			}
+			if lost := creates == 1; lost != c.expire {
+				t.Errorf("schedule %s: lost %v in %d runs, want %v: StatefulSet prometheus-prom created %d times (once, then deleted at t+0.4 s) in the last\n%s", sched, lost, runs, c.expire, creates, summary(sched, res))
+			}
 		})
 	}
 }
