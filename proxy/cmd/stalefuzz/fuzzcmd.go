@@ -297,14 +297,19 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	}
 	execs, elapsed := executions(camp), time.Since(started).Round(time.Second)
 	fmt.Fprintf(stdout, "\nfigures: %d executions, %v wall clock in all (builds and control plane start included)\n", execs, elapsed)
-	for _, log := range []string{"harness-errors.log", "worker-errors.log"} {
+	for _, log := range []string{"harness-errors.log", "worker-errors.log", "known.log"} {
 		if b, err := os.ReadFile(filepath.Join(camp, log)); err == nil && len(b) > 0 {
 			kept := filepath.Join(findings, time.Now().Format("20060102-150405")+"-"+log)
 			if os.MkdirAll(findings, 0o700) == nil && os.WriteFile(kept, b, 0o600) == nil {
-				fmt.Fprintf(stdout, "figures: %d lines of %s (not findings): %s\n", strings.Count(string(b), "\n"), strings.TrimSuffix(log, ".log"), kept)
+				what := strings.TrimSuffix(log, ".log")
+				if log == "known.log" {
+					what = "known findings (the target's oracles.known, one line per finding an execution had)"
+				}
+				fmt.Fprintf(stdout, "figures: %d lines of %s (not findings): %s\n", strings.Count(string(b), "\n"), what, kept)
 			}
 		}
 	}
+	known, _ := fuzz.KnownHits(camp)
 	var result error
 	verdict := "none"
 	switch m := keepRE.FindStringSubmatch(out); {
@@ -317,6 +322,10 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		fmt.Fprintf(stdout, "result: HARNESS FAILURE after %v, not a finding (exit %d): the campaign could not run\n", elapsed, status)
 		result = exitError{exitHarness, fmt.Errorf("the campaign could not run (exit %d)", status)}
 	default:
+		if known > 0 {
+			fmt.Fprintf(stdout, "result: no new finding in %v (%d executions, %d of them with only known findings)\n", c.duration, execs, known)
+			break
+		}
 		fmt.Fprintf(stdout, "result: no finding in %v (%d executions)\n", c.duration, execs)
 	}
 	if c.junit != "" {
