@@ -3,6 +3,7 @@ package prometheusoperator_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
@@ -33,14 +34,37 @@ func writes(res *fuzz.Result, resource string) map[string]int {
 // summary is what one run did: the operator's StatefulSet writes, then
 // res.Report, with its phase times.
 func summary(sched fuzz.Schedule, res *fuzz.Result) string {
-	return fmt.Sprintf("schedule %s: settled %v, phases %s; statefulset writes: %v\n%s", sched, res.Settled, res.Phases, writes(res, "statefulsets"), res.Report())
+	return fmt.Sprintf("schedule %s: settled %v, phases %s; statefulset writes: %v\n%s\n%s", sched, res.Settled, res.Phases, writes(res, "statefulsets"), ownerWrites(res), res.Report())
+}
+
+// ownerWrites lists every client's writes of StatefulSets, Prometheuses
+// and Alertmanagers (not their status), in order: who made, changed and
+// deleted them, which the report's timeline may cut.
+func ownerWrites(res *fuzz.Result) string {
+	var b strings.Builder
+	for _, r := range res.Trace.Requests {
+		switch r.Resource {
+		case "statefulsets", "prometheuses", "alertmanagers":
+		default:
+			continue
+		}
+		if r.DryRun || r.Subresource != "" || r.Verb == "get" || r.Verb == "list" || r.Verb == "watch" {
+			continue
+		}
+		fmt.Fprintf(&b, "  t+%.3fs %s %s %s/%s -> %d\n", r.Start.Sub(res.Mark).Seconds(), r.Client, r.Verb, r.Resource, r.Name, r.Code)
+	}
+	return b.String()
 }
 
 // TestPrometheusOperator runs the operator without faults for the scale
 // and the edit and each removal (the default scope): it creates the two
 // StatefulSets, then the Prometheus's again after a person deletes it, or
-// the Alertmanager's again after the Alertmanager is recreated (3 creates
-// either way); no violation, and the run settles.
+// the Alertmanager's again after the Alertmanager is recreated (at least 3
+// creates); no violation, and the run settles. On a loaded machine (load
+// average 10, 2 of 4 runs) a recreated Alertmanager's StatefulSet was made
+// twice: kube-controller-manager's garbage collector deleted the first one
+// made after the recreation 90 ms after its create, and the operator made
+// it again, with no violation.
 func TestPrometheusOperator(t *testing.T) {
 	_, e := target.LoadEnv(t, "target.yaml")
 	for _, c := range []struct {
@@ -60,8 +84,8 @@ func TestPrometheusOperator(t *testing.T) {
 				t.Fatalf("schedule %s: %v", sched, err)
 			}
 			w := writes(res, "statefulsets")
-			if w["create"] != c.creates || len(res.Violations) > 0 || !res.Settled {
-				t.Errorf("schedule %s: %d StatefulSet creates, violations %v, settled %v; want %d, none and settled\n%s", sched, w["create"], res.Violations, res.Settled, c.creates, summary(sched, res))
+			if w["create"] < c.creates || len(res.Violations) > 0 || !res.Settled {
+				t.Errorf("schedule %s: %d StatefulSet creates, violations %v, settled %v; want at least %d, none and settled\n%s", sched, w["create"], res.Violations, res.Settled, c.creates, summary(sched, res))
 			}
 		})
 	}
