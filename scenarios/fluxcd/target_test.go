@@ -57,3 +57,12 @@ func TestTargetFile(t *testing.T) {
 		})
 	}
 }
+
+// TestFalseAlarms: executions of target.yaml whose events are only delayed
+// as much as the apiserver delayed them in the no-fault reference runs
+// raise no violation of the convergence, crash or storm oracle (0 in 199,
+// README.md). It runs only with STALEFUZZ_FALSE_ALARMS=N (make
+// false-alarms-targets: 200).
+func TestFalseAlarms(t *testing.T) {
+	target.CheckFalseAlarms(t, "target.yaml", 0)
+}
