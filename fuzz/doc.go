@@ -82,6 +82,14 @@
 // under way, and every watch a fault ended has been opened again: a
 // reflector waiting for its relist backoff is quiet, not settled.
 //
+// A quiet run with objects of Scenario.AwaitCurrent's kinds (the target
+// files' builtins: kube-controller-manager's StatefulSets, ReplicaSets,
+// Deployments, DaemonSets, Jobs) settles only once kstatus says each is
+// Current or Failed, or when the settle budget runs out (then it is
+// judged as it is, Result.NotCurrent naming what was not Current): those
+// controllers retry a failed sync after a rate-limited wait with no
+// request, which the trace cannot show.
+//
 // An object of Scenario.Converge's kind has converged when
 // status.observedGeneration == metadata.generation and its condition Ready
 // is True; with Convergence.KStatus, when kstatus

@@ -39,6 +39,11 @@ type Result struct {
 	Logs Logs
 	// Phases is where the execution's time went.
 	Phases Phases
+	// NotCurrent names the objects of Scenario.AwaitCurrent's kinds that
+	// were still not kstatus Current when the settle budget ran out on a
+	// run that was otherwise settled (it was judged as it was); none when
+	// every one was Current.
+	NotCurrent []string
 	// SweepErr says what of the execution's namespace was not removed
 	// after it (the next execution's sweep tries again); nil when all of
 	// it was. It never makes the execution a harness error.
