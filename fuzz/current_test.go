@@ -3,6 +3,7 @@ package fuzz
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,9 @@ func TestSettleAwaitsCurrent(t *testing.T) {
 	}
 	if len(res.Violations) != 1 || res.Violations[0].Oracle != "judged Current" {
 		t.Errorf("status never written: violations %v; want the check's, on a StatefulSet judged as it was", res.Violations)
+	}
+	if !strings.Contains(res.Report(), "quiet but not yet kstatus Current: StatefulSet db: InProgress") {
+		t.Errorf("status never written: the report does not say the StatefulSet was judged not Current:\n%s", res.Report())
 	}
 	if res.Elapsed > Budget {
 		t.Errorf("status never written: the execution took %v, over its budget %v", res.Elapsed, Budget)

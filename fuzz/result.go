@@ -140,6 +140,9 @@ func (r *Result) Report() string {
 	for _, st := range r.Schedule.Steps {
 		fmt.Fprintf(&b, "  cause of %s: %s\n", st, st.Cause())
 	}
+	if len(r.NotCurrent) > 0 {
+		fmt.Fprintf(&b, "judged when the settle budget ran out, quiet but not yet kstatus Current: %s\n", strings.Join(r.NotCurrent, "; "))
+	}
 	for _, g := range groupViolations(r.Violations) {
 		fmt.Fprintf(&b, "violation [%s]: %s\n", g.first.Oracle, g.first.Message)
 		if g.more > 0 {
