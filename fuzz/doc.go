@@ -85,8 +85,8 @@
 // A quiet run with objects of Scenario.AwaitCurrent's kinds (the target
 // files' builtins: kube-controller-manager's StatefulSets, ReplicaSets,
 // Deployments, DaemonSets, Jobs) settles only once kstatus says each is
-// Current or Failed, or when the settle budget runs out (then it is
-// judged as it is, Result.NotCurrent naming what was not Current): those
+// Current or Failed (one still not Current when the settle budget runs
+// out leaves the run unsettled, Result.NotCurrent naming it): those
 // controllers retry a failed sync after a rate-limited wait with no
 // request, which the trace cannot show.
 //

@@ -571,8 +571,8 @@ func maxTime(a, b time.Time) time.Time {
 //
 // Quiet, a run with Scenario.AwaitCurrent kinds also waits until each of
 // their objects is kstatus Current or Failed, within the same deadline;
-// when that passes with the run quiet, it is settled all the same
-// (Exec.notCurrent names what was not Current).
+// one still not Current then leaves the run unsettled (Exec.notCurrent
+// names them).
 //
 // With probes false, the idle probes are not asked: only the full quiet
 // period counts. byProbe says the probes' word shortened the wait.
@@ -699,16 +699,19 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		// to settle after it as a faulted run gets after its lag. While a
 		// timer is due, only the execution's Budget (ctx) ends the wait.
 		outOfBudget := !timersDue && now.After(maxTime(deadline, timerDone.Add(SettleBudget*e.slack)))
-		if quiet && (len(waiting) == 0 || outOfBudget) {
-			// Out of budget with objects still not Current: settled all
-			// the same, and judged as it is.
-			x.notCurrent = waiting
+		if quiet && len(waiting) == 0 {
 			if quietIdle {
 				return true, true, quietProbe, now
 			}
 			return true, false, quietProbe, lagOver
 		}
 		if outOfBudget {
+			// Quiet with objects still not Current is not settled: their
+			// controller may still be backing off (kube-controller-manager's
+			// StatefulSet controller waited 10 s in a false-alarm run).
+			if quiet {
+				x.notCurrent = waiting
+			}
 			return false, false, false, lagOver
 		}
 		select {

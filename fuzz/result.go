@@ -41,8 +41,8 @@ type Result struct {
 	Phases Phases
 	// NotCurrent names the objects of Scenario.AwaitCurrent's kinds that
 	// were still not kstatus Current when the settle budget ran out on a
-	// run that was otherwise settled (it was judged as it was); none when
-	// every one was Current.
+	// run that was otherwise quiet (so it never settled); none when every
+	// one was Current.
 	NotCurrent []string
 	// SweepErr says what of the execution's namespace was not removed
 	// after it (the next execution's sweep tries again); nil when all of
@@ -141,7 +141,7 @@ func (r *Result) Report() string {
 		fmt.Fprintf(&b, "  cause of %s: %s\n", st, st.Cause())
 	}
 	if len(r.NotCurrent) > 0 {
-		fmt.Fprintf(&b, "judged when the settle budget ran out, quiet but not yet kstatus Current: %s\n", strings.Join(r.NotCurrent, "; "))
+		fmt.Fprintf(&b, "never settled: quiet, but not yet kstatus Current when the settle budget ran out: %s\n", strings.Join(r.NotCurrent, "; "))
 	}
 	for _, g := range groupViolations(r.Violations) {
 		fmt.Fprintf(&b, "violation [%s]: %s\n", g.first.Oracle, g.first.Message)

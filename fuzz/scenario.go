@@ -99,9 +99,12 @@ type Scenario struct {
 	// may never come (a Pod's delete whose owner has been replaced). So a
 	// run can be quiet for longer than Quiet while a StatefulSet still
 	// lacks its Pod. The wait is within the settle budget only: when the
-	// budget runs out with the run otherwise settled, the run is settled
-	// and judged as it is (Result.NotCurrent names what was not Current),
-	// so a stuck object is still judged, only later. Zero: none.
+	// budget runs out with the run quiet but an object not Current, the
+	// run never settled (Result.NotCurrent names the objects), and the
+	// oracles that judge a settled run only do not judge it: the backoff
+	// doubles with every failed sync, and a false-alarm measurement
+	// (prometheus-operator's) had the StatefulSet controller wait 10 s.
+	// Zero: none.
 	AwaitCurrent []schema.GroupVersionKind
 
 	// LostUpdates lists dotted JSON paths ("status.plan.id") whose

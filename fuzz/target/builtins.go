@@ -40,7 +40,7 @@ type Builtins struct {
 	// without it). A run settles only once the objects of the workload
 	// controllers named (StatefulSets, ReplicaSets, Deployments,
 	// DaemonSets, Jobs) in the execution's namespace are kstatus Current
-	// or Failed, or its settle budget has run out (fuzz.Scenario.AwaitCurrent).
+	// or Failed, within its settle budget (fuzz.Scenario.AwaitCurrent).
 	// Zero: no kube-controller-manager.
 	Controllers []string `yaml:"controllers"`
 	// Flags are more kube-controller-manager flags (feature gates:
