@@ -82,6 +82,14 @@
 // under way, and every watch a fault ended has been opened again: a
 // reflector waiting for its relist backoff is quiet, not settled.
 //
+// A quiet run with objects of Scenario.AwaitCurrent's kinds (the target
+// files' builtins: kube-controller-manager's StatefulSets, ReplicaSets,
+// Deployments, DaemonSets, Jobs) settles only once kstatus says each is
+// Current or Failed (one still not Current when the settle budget runs
+// out leaves the run unsettled, Result.NotCurrent naming it): those
+// controllers retry a failed sync after a rate-limited wait with no
+// request, which the trace cannot show.
+//
 // An object of Scenario.Converge's kind has converged when
 // status.observedGeneration == metadata.generation and its condition Ready
 // is True; with Convergence.KStatus, when kstatus

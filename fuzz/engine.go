@@ -398,6 +398,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	res.Phases.Lag = max(0, lagOver.Sub(driven))
 	res.Phases.Settle = settled.Sub(maxTime(lagOver, driven))
 	x.settled, x.lagOver = res.Settled, lagOver
+	res.NotCurrent = x.notCurrent
 	if e.s.Storm && !res.Settled {
 		res.storm = storm(e.proxy.Trace().Since(trace.Cursor{}), x.mark, lagOver)
 	}
@@ -582,6 +583,11 @@ func maxTime(a, b time.Time) time.Time {
 // so the rest of the window could change nothing that settling would not
 // already have missed.
 //
+// Quiet, a run with Scenario.AwaitCurrent kinds also waits until each of
+// their objects is kstatus Current or Failed, within the same deadline;
+// one still not Current then leaves the run unsettled (Exec.notCurrent
+// names them).
+//
 // With probes false, the idle probes are not asked: only the full quiet
 // period counts. byProbe says the probes' word shortened the wait.
 func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time.Time, probes bool) (settled, idle, byProbe bool, lagOver time.Time) {
@@ -602,6 +608,8 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 	var asked time.Time         // when the idle probes were last asked
 	idleSeen := false           // and what they said
 	failing := map[string]int{} // client → its writes that failed since its last success
+	var checked time.Time       // when the AwaitCurrent objects were last read
+	var waiting []string        // and which of them were not Current then
 	for {
 		now := time.Now()
 		var newer trace.Trace
@@ -689,17 +697,35 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 			}
 			return probed && idleSeen && asked.Sub(since) >= ProbedQuiet, true
 		}
+		quiet, quietIdle, quietProbe := false, false, false
 		if q, p := quietFor(quietSince); over && !timersDue && down == 0 && pending == 0 && inFlight == 0 && q {
-			return true, false, p, lagOver
+			quiet, quietProbe = true, p
+		} else if q, p := quietFor(maxTime(maxTime(lastWrite, busy), timerDone)); !over && eventsOnly && !timersDue && down == 0 && pending == 0 && inFlight == 0 && q {
+			quiet, quietIdle, quietProbe = true, true, p
 		}
-		if q, p := quietFor(maxTime(maxTime(lastWrite, busy), timerDone)); !over && eventsOnly && !timersDue && down == 0 && pending == 0 && inFlight == 0 && q {
-			return true, true, p, now
+		// Quiet, but an object of Scenario.AwaitCurrent's kinds not done:
+		// its controller may be waiting for a retry the trace cannot show.
+		if quiet && len(e.s.AwaitCurrent) > 0 && now.Sub(checked) >= currentInterval {
+			checked, waiting = now, e.notCurrent(ctx, x.Namespace)
 		}
 		// The settle budget counts from the end of the workload's timers
 		// too: a no-fault run whose last step comes at t+1.5 s gets as long
 		// to settle after it as a faulted run gets after its lag. While a
 		// timer is due, only the execution's Budget (ctx) ends the wait.
-		if !timersDue && now.After(maxTime(deadline, timerDone.Add(SettleBudget*e.slack))) {
+		outOfBudget := !timersDue && now.After(maxTime(deadline, timerDone.Add(SettleBudget*e.slack)))
+		if quiet && len(waiting) == 0 {
+			if quietIdle {
+				return true, true, quietProbe, now
+			}
+			return true, false, quietProbe, lagOver
+		}
+		if outOfBudget {
+			// Quiet with objects still not Current is not settled: their
+			// controller may still be backing off (kube-controller-manager's
+			// StatefulSet controller waited 10 s in a false-alarm run).
+			if quiet {
+				x.notCurrent = waiting
+			}
 			return false, false, false, lagOver
 		}
 		select {

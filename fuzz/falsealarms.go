@@ -19,6 +19,10 @@ import (
 type FalseAlarms struct {
 	// Executions judged, and those that could not be (harness errors).
 	Executions, HarnessErrors int
+	// Unsettled are the judged executions that never settled: the oracles
+	// that judge a settled run only (end state, convergence) did not
+	// judge them.
+	Unsettled int `json:",omitempty"`
 	// MaxDelay is the largest delay a schedule used: the longest time,
 	// in the reference runs, from a write's answer to its watch event's
 	// arrival at the proxy.
@@ -51,6 +55,9 @@ type Alarm struct {
 // known findings its violations all were, if they were.
 func (f *FalseAlarms) add(i int, sched Schedule, res *Result, known []Known) {
 	f.Executions++
+	if !res.Settled {
+		f.Unsettled++
+	}
 	if len(res.Violations) == 0 {
 		return
 	}
@@ -78,7 +85,11 @@ func (f *FalseAlarms) add(i int, sched Schedule, res *Result, known []Known) {
 
 func (f FalseAlarms) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d executions judged (%d harness errors, not counted), events delayed by at most %v: ", f.Executions, f.HarnessErrors, f.MaxDelay)
+	fmt.Fprintf(&b, "%d executions judged (%d harness errors, not counted", f.Executions, f.HarnessErrors)
+	if f.Unsettled > 0 {
+		fmt.Fprintf(&b, "; %d never settled, so no end state judged", f.Unsettled)
+	}
+	fmt.Fprintf(&b, "), events delayed by at most %v: ", f.MaxDelay)
 	if len(f.ByOracle) == 0 {
 		b.WriteString("no false alarm")
 	}

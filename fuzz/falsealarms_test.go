@@ -3,6 +3,7 @@ package fuzz
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,11 +22,14 @@ func TestFalseAlarmsAdd(t *testing.T) {
 		{Oracle: "count", Subject: "CertificateRequest of Certificate leaf", Message: "leaf had 3"},
 	}
 	f.add(1, sched, &Result{}, nil)
-	f.add(2, sched, &Result{Violations: two}, nil)
-	f.add(3, sched, &Result{Violations: []Violation{{Oracle: "crash", Message: "exit 2"}}}, nil)
+	f.add(2, sched, &Result{Settled: true, Violations: two}, nil)
+	f.add(3, sched, &Result{Settled: true, Violations: []Violation{{Oracle: "crash", Message: "exit 2"}}}, nil)
 
 	if f.Executions != 3 || !reflect.DeepEqual(f.ByOracle, map[string]int{"count": 1, "crash": 1}) {
 		t.Errorf("after 3 executions: %d judged, by oracle %v; want 3, count 1 and crash 1", f.Executions, f.ByOracle)
+	}
+	if f.Unsettled != 1 || !strings.Contains(f.String(), "3 executions judged (0 harness errors, not counted; 1 never settled, so no end state judged)") {
+		t.Errorf("1 of 3 executions unsettled: counted %d, figure %q", f.Unsettled, f)
 	}
 	if want := "schedule " + sched.String() + ": ca had 2"; f.First["count"] != want {
 		t.Errorf("first count message %q, want %q", f.First["count"], want)

@@ -39,6 +39,11 @@ type Result struct {
 	Logs Logs
 	// Phases is where the execution's time went.
 	Phases Phases
+	// NotCurrent names the objects of Scenario.AwaitCurrent's kinds that
+	// were still not kstatus Current when the settle budget ran out on a
+	// run that was otherwise quiet (so it never settled); none when every
+	// one was Current.
+	NotCurrent []string
 	// SweepErr says what of the execution's namespace was not removed
 	// after it (the next execution's sweep tries again); nil when all of
 	// it was. It never makes the execution a harness error.
@@ -134,6 +139,9 @@ func (r *Result) Report() string {
 	fmt.Fprintf(&b, "schedule: %s\n", r.Schedule)
 	for _, st := range r.Schedule.Steps {
 		fmt.Fprintf(&b, "  cause of %s: %s\n", st, st.Cause())
+	}
+	if len(r.NotCurrent) > 0 {
+		fmt.Fprintf(&b, "never settled: quiet, but not yet kstatus Current when the settle budget ran out: %s\n", strings.Join(r.NotCurrent, "; "))
 	}
 	for _, g := range groupViolations(r.Violations) {
 		fmt.Fprintf(&b, "violation [%s]: %s\n", g.first.Oracle, g.first.Message)

@@ -86,6 +86,27 @@ type Scenario struct {
 	// objects of one kind in the execution's namespace.
 	Converge *Convergence
 
+	// AwaitCurrent are kinds whose objects in the execution's namespace a
+	// run waits for, besides the quiet period, before it counts as
+	// settled: each must be kstatus Current or Failed (not InProgress, not
+	// Terminating). For the objects of controllers that retry with no
+	// request the trace could show: kube-controller-manager's StatefulSet,
+	// ReplicaSet, DaemonSet and Job controllers (target.Builtins) return an
+	// error from a sync whose informer is older than their own last write
+	// (the StaleControllerConsistency gates, beta and on since 1.36) and
+	// requeue it with their workqueue's rate limiter, 5 ms doubled per
+	// failure, without a request; an event that would enqueue it sooner
+	// may never come (a Pod's delete whose owner has been replaced). So a
+	// run can be quiet for longer than Quiet while a StatefulSet still
+	// lacks its Pod. The wait is within the settle budget only: when the
+	// budget runs out with the run quiet but an object not Current, the
+	// run never settled (Result.NotCurrent names the objects), and the
+	// oracles that judge a settled run only do not judge it: the backoff
+	// doubles with every failed sync, and a false-alarm measurement
+	// (prometheus-operator's) had the StatefulSet controller wait 10 s.
+	// Zero: none.
+	AwaitCurrent []schema.GroupVersionKind
+
 	// LostUpdates lists dotted JSON paths ("status.plan.id") whose
 	// acknowledged values must never be replaced by a write whose writer had
 	// not seen them: the lost-update oracle. Zero: oracle off.

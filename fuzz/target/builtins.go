@@ -3,14 +3,17 @@ package target
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -34,7 +37,11 @@ type Builtins struct {
 	// ControllerManagerClient, so that faults can act on it too, with
 	// leader election off, after the namespace's default ServiceAccount is
 	// made (the serviceaccount controller's work: admission refuses a Pod
-	// without it). Zero: no kube-controller-manager.
+	// without it). A run settles only once the objects of the workload
+	// controllers named (StatefulSets, ReplicaSets, Deployments,
+	// DaemonSets, Jobs) in the execution's namespace are kstatus Current
+	// or Failed, within its settle budget (fuzz.Scenario.AwaitCurrent).
+	// Zero: no kube-controller-manager.
 	Controllers []string `yaml:"controllers"`
 	// Flags are more kube-controller-manager flags (feature gates:
 	// "--feature-gates=X=${gate}"). ${knob} and ${namespace} are replaced.
@@ -54,6 +61,53 @@ type Kubelet struct {
 	// was marked Running (a Job's Pods completing). A duration or a knob
 	// reference. Zero: Pods run until deleted.
 	SucceedAfter string `yaml:"succeedAfter"`
+}
+
+// workloadKinds are the kinds kube-controller-manager's workload
+// controllers drive to kstatus Current, by controller name (its
+// --controllers name without "-controller", which it accepts too).
+var workloadKinds = map[string]schema.GroupVersionKind{
+	"statefulset": {Group: "apps", Version: "v1", Kind: "StatefulSet"},
+	"replicaset":  {Group: "apps", Version: "v1", Kind: "ReplicaSet"},
+	"deployment":  {Group: "apps", Version: "v1", Kind: "Deployment"},
+	"daemonset":   {Group: "apps", Version: "v1", Kind: "DaemonSet"},
+	"job":         {Group: "batch", Version: "v1", Kind: "Job"},
+}
+
+// awaitCurrent are the kinds of the workload controllers b runs ("*"
+// runs them all, "-name" none of that name), in a fixed order: a run waits
+// for their objects to be kstatus Current before it settles
+// (fuzz.Scenario.AwaitCurrent). kube-controller-manager's controllers
+// requeue a sync that failed, with their workqueue's rate limiter and no
+// request the trace could show; since 1.36 (the StaleControllerConsistency
+// gates, on by default) a sync fails whenever their informer is older than
+// their own last write ("Error syncing StatefulSet, requeuing" err="read
+// version: 350 is not as new as written version: 353", even in no-fault
+// runs on a loaded machine), which late events make common.
+func (b *Builtins) awaitCurrent() []schema.GroupVersionKind {
+	on := map[string]bool{}
+	for _, c := range b.Controllers {
+		name := strings.TrimSuffix(strings.TrimPrefix(c, "-"), "-controller")
+		switch {
+		case c == "*":
+			for k := range workloadKinds {
+				if _, off := on[k]; !off {
+					on[k] = true
+				}
+			}
+		case strings.HasPrefix(c, "-"):
+			on[name] = false
+		default:
+			on[name] = true
+		}
+	}
+	var out []schema.GroupVersionKind
+	for _, name := range slices.Sorted(maps.Keys(workloadKinds)) {
+		if on[name] {
+			out = append(out, workloadKinds[name])
+		}
+	}
+	return out
 }
 
 // startBuiltins starts kube-controller-manager and the kubelet stand-in

@@ -83,6 +83,9 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 	for _, k := range t.Knobs {
 		s.Knobs = append(s.Knobs, fuzz.Knob{Name: k.Name, Values: len(k.Values)})
 	}
+	if t.Builtins != nil {
+		s.AwaitCurrent = t.Builtins.awaitCurrent()
+	}
 	s.Quiet = DefaultQuiet
 	if t.Oracles.Quiet != "" {
 		s.Quiet, _ = parseDuration(t.Oracles.Quiet) // validated
