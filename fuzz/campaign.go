@@ -101,9 +101,10 @@ func endAtFuzztime() (cancel func()) {
 }
 
 // keep reports whether a campaign directory holds what a person must read:
-// a harness error or a worker that could not start.
+// a harness error, a worker that could not start, or the executions that
+// had only known findings (the summary points to known.log).
 func keep(dir string) bool {
-	for _, name := range []string{harnessErrorsFile, workerErrorsFile} {
+	for _, name := range []string{harnessErrorsFile, workerErrorsFile, knownFile} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Size() > 0 {
 			return true
 		}

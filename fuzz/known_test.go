@@ -78,4 +78,9 @@ func TestSummaryCountsKnownFindings(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, knownFile)); err != nil {
 		t.Error(err)
 	}
+	// The summary points to known.log: a campaign directory the
+	// coordinator made is kept for it.
+	if !keep(dir) {
+		t.Error("a campaign directory with a known.log is removed at the campaign's end")
+	}
 }
