@@ -5,13 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,9 +166,7 @@ func summarize(w io.Writer, target, scenario, dir string, took time.Duration) {
 	fmt.Fprintln(w)
 	if k, byWhy := KnownHits(dir); k > 0 {
 		fmt.Fprintf(w, "stalefuzz: %s: %d executions had only known findings (not findings, the campaign went on past them; each listed in %s):", scenario, k, filepath.Join(dir, knownFile))
-		for _, why := range slices.Sorted(maps.Keys(byWhy)) {
-			fmt.Fprintf(w, " %s ×%d;", why, byWhy[why])
-		}
+		writeKnown(w, k, byWhy)
 		fmt.Fprintln(w)
 	}
 	// Each worker's start, by part: where a campaign's first minute went.
