@@ -5,13 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,9 +99,10 @@ func endAtFuzztime() (cancel func()) {
 }
 
 // keep reports whether a campaign directory holds what a person must read:
-// a harness error or a worker that could not start.
+// a harness error, a worker that could not start, or the executions that
+// had only known findings (the summary points to known.log).
 func keep(dir string) bool {
-	for _, name := range []string{harnessErrorsFile, workerErrorsFile} {
+	for _, name := range []string{harnessErrorsFile, workerErrorsFile, knownFile} {
 		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Size() > 0 {
 			return true
 		}
@@ -167,9 +166,7 @@ func summarize(w io.Writer, target, scenario, dir string, took time.Duration) {
 	fmt.Fprintln(w)
 	if k, byWhy := KnownHits(dir); k > 0 {
 		fmt.Fprintf(w, "stalefuzz: %s: %d executions had only known findings (not findings, the campaign went on past them; each listed in %s):", scenario, k, filepath.Join(dir, knownFile))
-		for _, why := range slices.Sorted(maps.Keys(byWhy)) {
-			fmt.Fprintf(w, " %s ×%d;", why, byWhy[why])
-		}
+		writeKnown(w, k, byWhy)
 		fmt.Fprintln(w)
 	}
 	// Each worker's start, by part: where a campaign's first minute went.

@@ -39,8 +39,10 @@ type FalseAlarms struct {
 	// Known counts, per Known's Why, the judged executions whose every
 	// violation was a known finding of the scenario (Scenario.Known): a bug
 	// that a healthy apiserver's latency alone brings out, already
-	// reported, not counted as a false alarm.
-	Known map[string]int `json:",omitempty"`
+	// reported, not counted as a false alarm. An execution with two known
+	// findings counts under each; KnownExecutions counts it once.
+	Known           map[string]int `json:",omitempty"`
+	KnownExecutions int            `json:",omitempty"`
 }
 
 // Alarm is one judged execution of MeasureFalseAlarms that raised a
@@ -65,6 +67,7 @@ func (f *FalseAlarms) add(i int, sched Schedule, res *Result, known []Known) {
 		if f.Known == nil {
 			f.Known = map[string]int{}
 		}
+		f.KnownExecutions++
 		for _, k := range known {
 			f.Known[k.Why]++
 		}
@@ -100,10 +103,8 @@ func (f FalseAlarms) String() string {
 		fmt.Fprintf(&b, "%s: %d false alarms (first: %s)", o, f.ByOracle[o], f.First[o])
 	}
 	if len(f.Known) > 0 {
-		b.WriteString("; executions with only known findings (not false alarms):")
-		for _, why := range slices.Sorted(maps.Keys(f.Known)) {
-			fmt.Fprintf(&b, " %s ×%d;", why, f.Known[why])
-		}
+		fmt.Fprintf(&b, "; %d executions with only known findings (not false alarms):", f.KnownExecutions)
+		writeKnown(&b, f.KnownExecutions, f.Known)
 	}
 	return b.String()
 }

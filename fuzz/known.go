@@ -2,9 +2,12 @@ package fuzz
 
 import (
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -83,6 +86,20 @@ func knownStats(n int) string {
 		return ""
 	}
 	return fmt.Sprintf(": known findings only in %d of them (%s)", n, knownFile)
+}
+
+// writeKnown writes " <why> ×<n>;" for each known finding in byWhy, and,
+// when they add up to more than the executions (an execution with two
+// known findings counts under each), says so.
+func writeKnown(w io.Writer, executions int, byWhy map[string]int) {
+	sum := 0
+	for _, why := range slices.Sorted(maps.Keys(byWhy)) {
+		fmt.Fprintf(w, " %s ×%d;", why, byWhy[why])
+		sum += byWhy[why]
+	}
+	if sum > executions {
+		fmt.Fprintf(w, " (%d in all: an execution with more than one counts under each)", sum)
+	}
 }
 
 // KnownHits sums, over the workers' stats files in a campaign directory,

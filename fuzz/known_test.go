@@ -45,13 +45,16 @@ func TestKnownOnly(t *testing.T) {
 func TestFalseAlarmsKnown(t *testing.T) {
 	f := FalseAlarms{ByOracle: map[string]int{}, First: map[string]string{}}
 	keys := []Violation{{Oracle: "count", Message: "ca had 2 live Secrets at once"}}
+	reissue := Known{Oracle: "count", Message: "live CertificateRequests at once", Why: "finding 2"}
 	f.add(1, Schedule{}, &Result{Violations: keys}, []Known{twoKeys})
-	f.add(2, Schedule{}, &Result{Violations: keys}, []Known{twoKeys})
-	if f.Executions != 2 || len(f.ByOracle) != 0 || len(f.Alarms) != 0 || f.Known["finding 1"] != 2 {
-		t.Fatalf("got %d judged, by oracle %v, %d alarms, known %v; want 2, none, none, finding 1 twice", f.Executions, f.ByOracle, len(f.Alarms), f.Known)
+	f.add(2, Schedule{}, &Result{Violations: keys}, []Known{twoKeys, reissue}) // both: once an execution, under each finding
+	f.add(3, Schedule{}, &Result{}, nil)
+	if f.Executions != 3 || len(f.ByOracle) != 0 || len(f.Alarms) != 0 || f.KnownExecutions != 2 || f.Known["finding 1"] != 2 || f.Known["finding 2"] != 1 {
+		t.Fatalf("got %d judged, by oracle %v, %d alarms, %d known %v; want 3, none, none, 2 with finding 1 twice and finding 2 once", f.Executions, f.ByOracle, len(f.Alarms), f.KnownExecutions, f.Known)
 	}
-	if s := f.String(); !strings.Contains(s, "no false alarm") || !strings.Contains(s, "finding 1 ×2") {
-		t.Errorf("String() = %q, want no false alarm and finding 1 ×2", s)
+	want := "no false alarm; 2 executions with only known findings (not false alarms): finding 1 ×2; finding 2 ×1; (3 in all: an execution with more than one counts under each)"
+	if s := f.String(); !strings.Contains(s, want) {
+		t.Errorf("String() = %q, want %q", s, want)
 	}
 }
 
@@ -72,10 +75,24 @@ func TestSummaryCountsKnownFindings(t *testing.T) {
 	}
 	var b strings.Builder
 	summarize(&b, "FuzzS", "s", dir, time.Minute)
-	if want := "s: 3 executions had only known findings (not findings, the campaign went on past them; each listed in " + filepath.Join(dir, knownFile) + "): finding 1 ×2; finding 2 ×1;"; !strings.Contains(b.String(), want) {
+	if want := "s: 3 executions had only known findings (not findings, the campaign went on past them; each listed in " + filepath.Join(dir, knownFile) + "): finding 1 ×2; finding 2 ×1;\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary %q lacks %q", b.String(), want)
+	}
+	// A fourth execution had both: 3 + 2 lines in known.log for 4
+	// executions, and the summary says why they add up to more.
+	writeStats("s", Readiness{}, 41, 1, 4, time.Minute, Phases{})
+	logKnown(Schedule{}, []Known{twoKeys, {Why: "finding 2"}})
+	b.Reset()
+	summarize(&b, "FuzzS", "s", dir, time.Minute)
+	if want := "s: 4 executions had only known findings (not findings, the campaign went on past them; each listed in " + filepath.Join(dir, knownFile) + "): finding 1 ×3; finding 2 ×2; (5 in all: an execution with more than one counts under each)\n"; !strings.Contains(b.String(), want) {
 		t.Errorf("summary %q lacks %q", b.String(), want)
 	}
 	if _, err := os.Stat(filepath.Join(dir, knownFile)); err != nil {
 		t.Error(err)
+	}
+	// The summary points to known.log: a campaign directory the
+	// coordinator made is kept for it.
+	if !keep(dir) {
+		t.Error("a campaign directory with a known.log is removed at the campaign's end")
 	}
 }

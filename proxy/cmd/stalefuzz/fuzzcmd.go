@@ -297,18 +297,7 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	}
 	execs, elapsed := executions(camp), time.Since(started).Round(time.Second)
 	fmt.Fprintf(stdout, "\nfigures: %d executions, %v wall clock in all (builds and control plane start included)\n", execs, elapsed)
-	for _, log := range []string{"harness-errors.log", "worker-errors.log", "known.log"} {
-		if b, err := os.ReadFile(filepath.Join(camp, log)); err == nil && len(b) > 0 {
-			kept := filepath.Join(findings, time.Now().Format("20060102-150405")+"-"+log)
-			if os.MkdirAll(findings, 0o700) == nil && os.WriteFile(kept, b, 0o600) == nil {
-				what := strings.TrimSuffix(log, ".log")
-				if log == "known.log" {
-					what = "known findings (the target's oracles.known, one line per finding an execution had)"
-				}
-				fmt.Fprintf(stdout, "figures: %d lines of %s (not findings): %s\n", strings.Count(string(b), "\n"), what, kept)
-			}
-		}
-	}
+	keepLogs(stdout, camp, findings, time.Now())
 	known, _ := fuzz.KnownHits(camp)
 	var result error
 	verdict := "none"
@@ -334,6 +323,28 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		}
 	}
 	return result
+}
+
+// campaignLogs are the campaign directory's files a person reads after
+// the campaign, which keepLogs copies out of it (it is removed), by what
+// their lines are.
+var campaignLogs = []struct{ file, what string }{
+	{"harness-errors.log", "harness-errors"},
+	{"worker-errors.log", "worker-errors"},
+	{"known.log", "executions with only known findings"}, // fuzz.KnownHits
+}
+
+// keepLogs copies the campaign directory camp's logs (campaignLogs) into
+// the findings directory, named by the time now, and says where.
+func keepLogs(stdout io.Writer, camp, findings string, now time.Time) {
+	for _, l := range campaignLogs {
+		if b, err := os.ReadFile(filepath.Join(camp, l.file)); err == nil && len(b) > 0 {
+			kept := filepath.Join(findings, now.Format("20060102-150405")+"-"+l.file)
+			if os.MkdirAll(findings, 0o700) == nil && os.WriteFile(kept, b, 0o600) == nil {
+				fmt.Fprintf(stdout, "figures: %d lines of %s (not findings): %s\n", strings.Count(string(b), "\n"), l.what, kept)
+			}
+		}
+	}
 }
 
 // runBinary runs cmd, copying its combined output line by line to w (each

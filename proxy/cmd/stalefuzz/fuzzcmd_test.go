@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stalefuzz/stalefuzz/fuzz/target/driver"
 )
@@ -50,6 +51,33 @@ func TestFuzzCommandRefusesABadTarget(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "compiling") {
 		t.Errorf("it started building before refusing the file: %s", stderr.String())
+	}
+}
+
+// TestKeepLogs: the campaign directory is removed with the campaign's
+// work directory, so the logs its summary points to (harness errors,
+// executions with only known findings) are copied into the findings
+// directory, and the output says where.
+func TestKeepLogs(t *testing.T) {
+	camp, findings := t.TempDir(), filepath.Join(t.TempDir(), "findings")
+	known := "finding 1\t{gates:0}\nfinding 2\t{gates:1}\n"
+	if err := os.WriteFile(filepath.Join(camp, "known.log"), []byte(known), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(camp, "harness-errors.log"), nil, 0o600); err != nil { // empty: not copied
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	keepLogs(&stdout, camp, findings, time.Date(2026, 11, 26, 3, 4, 5, 0, time.UTC))
+	kept := filepath.Join(findings, "20261126-030405-known.log")
+	if want := "figures: 2 lines of executions with only known findings (not findings): " + kept + "\n"; stdout.String() != want {
+		t.Errorf("output %q, want %q", stdout.String(), want)
+	}
+	if b, err := os.ReadFile(kept); err != nil || string(b) != known {
+		t.Errorf("kept %q (%v), want %q", b, err, known)
+	}
+	if entries, _ := os.ReadDir(findings); len(entries) != 1 {
+		t.Errorf("findings directory has %d files, want the one known.log", len(entries))
 	}
 }
 
