@@ -164,7 +164,9 @@ func Fuzz(f *testing.F, s Scenario) {
 				logHarnessError(s.Name, sched, err)
 				t.Skip(err)
 			}
-			t.Fatalf("schedule %s: %v", sched, err)
+			// The marker names the run, so that a replay counts it apart
+			// from the runs that were judged (stalefuzz replay).
+			t.Fatalf("%s %s: schedule %s: %v", Unjudged, t.Name(), sched, err)
 		}
 		signal.Hit(Features(res, s.Features))
 		if s.KnownBug != "" && !fuzzing && !strings.Contains(t.Name(), "/seed#") {
@@ -316,6 +318,12 @@ type findingFiles struct {
 }
 
 // findingSuffixes are the files of one finding.
+// Unjudged begins the failure message of a regression run or replay that
+// could not be judged (a harness error in each of its attempts), followed by
+// the run's test name: stalefuzz replay counts such runs apart, never as
+// reproductions.
+const Unjudged = "could not judge"
+
 var findingSuffixes = []string{".jsonl", ".html", ".input", ".log"}
 
 // reserveFinding returns base, or base-2, base-3, ...: the first name no

@@ -408,7 +408,36 @@ func executions(camp string) int {
 	return n
 }
 
-var runRE = regexp.MustCompile(`(?m)^\s*--- (FAIL|PASS): ` + driverFn + `/`)
+var (
+	runRE      = regexp.MustCompile(`(?m)^\s*--- (FAIL|PASS): ` + driverFn + `/(\S+)`)
+	unjudgedRE = regexp.MustCompile(regexp.QuoteMeta(fuzz.Unjudged) + ` ` + driverFn + `/(\S+):`)
+)
+
+// tally counts a replay's runs from the test binary's output: those that
+// reproduced (a violation, or a known bug's reproduction), those that ran
+// clean, and those that could not be judged (a harness error in every
+// attempt: they fail their subtest too, but reproduce nothing).
+func tally(out string) (violated, clean, unjudged int) {
+	notJudged := map[string]bool{}
+	for _, m := range unjudgedRE.FindAllStringSubmatch(out, -1) {
+		notJudged[m[1]] = true
+	}
+	for _, m := range runRE.FindAllStringSubmatch(out, -1) {
+		switch {
+		case m[1] == "PASS":
+			clean++
+		case notJudged[m[2]]:
+			unjudged++
+		default:
+			violated++
+		}
+	}
+	// A known bug's reproduction passes its run and says so.
+	if known := strings.Count(out, "reproduced the known bug"); known > 0 {
+		violated, clean = known, violated+clean-known
+	}
+	return violated, clean, unjudged
+}
 
 func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, count int, findings string) error {
 	b, err := os.ReadFile(input)
@@ -446,29 +475,19 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, c
 	if err != nil {
 		return exitError{exitHarness, err}
 	}
-	// A violation fails the run; a known bug's reproduction passes it and
-	// says so.
-	violated, clean := 0, 0
-	for _, m := range runRE.FindAllStringSubmatch(out, -1) {
-		if m[1] == "FAIL" {
-			violated++
-		} else {
-			clean++
+	violated, clean, unjudged := tally(out)
+	if violated+clean == 0 {
+		if unjudged > 0 {
+			fmt.Fprintf(stdout, "result: none of %d runs could be judged (harness errors, not findings)\n", unjudged)
+			return exitError{exitHarness, errors.New("harness errors")}
 		}
-	}
-	known := strings.Count(out, "reproduced the known bug")
-	if known > 0 {
-		violated, clean = known, violated+clean-known
-	}
-	harness := strings.Count(out, "stalefuzz harness error")
-	switch {
-	case violated+clean == 0:
 		return exitError{exitHarness, fmt.Errorf("the input ran no execution (output above)")}
-	case harness > 0 && violated == 0:
-		fmt.Fprintf(stdout, "result: %d of %d runs could not be judged (harness errors, not findings)\n", harness, count)
-		return exitError{exitHarness, errors.New("harness errors")}
 	}
-	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s\n", violated, violated+clean, input)
+	notJudged := ""
+	if unjudged > 0 {
+		notJudged = fmt.Sprintf(" (%d more could not be judged: harness errors, not findings)", unjudged)
+	}
+	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s%s\n", violated, violated+clean, input, notJudged)
 	if violated > 0 {
 		return exitError{exitFinding, fmt.Errorf("reproduced %d/%d", violated, violated+clean)}
 	}

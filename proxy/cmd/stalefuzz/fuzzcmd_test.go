@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target/driver"
 )
 
@@ -99,5 +100,88 @@ func TestFalseAlarmsCommand(t *testing.T) {
 	f, ok := parseFalseAlarms("=== RUN   TestFalseAlarms\n" + driver.FalseAlarmsPrefix + `{"Executions":9,"HarnessErrors":1,"MaxDelay":990000,"ByOracle":{"end-state":2},"First":{"end-state":"schedule x: y"}}` + "\n--- PASS")
 	if !ok || f.Executions != 9 || f.ByOracle["end-state"] != 2 || maxAlarms(f) != 2 {
 		t.Errorf("parseFalseAlarms: got %+v, %v", f, ok)
+	}
+}
+
+// TestTally: a run that could not be judged (a harness error in each of its
+// attempts) fails its subtest like a reproduction; the replay counts it
+// apart. Before the fix, the first case read "reproduced in 2/3".
+func TestTally(t *testing.T) {
+	out := `=== RUN   FuzzTarget
+=== RUN   FuzzTarget/late-jobs.input.1
+    fuzz.go:169: ` + fuzz.Unjudged + ` FuzzTarget/late-jobs.input.1: schedule finish=0; t+0.00s–1.49s hold jobs for keda: stalefuzz harness error (not a finding): start controllers in keda-1109-4: controller keda never synced its watch of scaledjobs
+=== RUN   FuzzTarget/late-jobs.input.2
+    fuzz.go:215: violation [count]: ScaledJob worker had 4 live Jobs at once
+=== RUN   FuzzTarget/late-jobs.input.3
+--- FAIL: FuzzTarget (36.69s)
+    --- FAIL: FuzzTarget/late-jobs.input.1 (5.15s)
+    --- FAIL: FuzzTarget/late-jobs.input.2 (6.01s)
+    --- PASS: FuzzTarget/late-jobs.input.3 (5.77s)
+FAIL
+`
+	if v, c, u := tally(out); v != 1 || c != 1 || u != 1 {
+		t.Errorf("tally: %d reproduced, %d clean, %d not judged; want 1, 1, 1", v, c, u)
+	}
+	// A known bug: its reproduction passes the run and says so; a run that
+	// no longer reproduces it fails; one not judged is neither.
+	known := `=== RUN   FuzzTarget/a.1
+    fuzz.go:160: reproduced the known bug (x)
+=== RUN   FuzzTarget/a.2
+    fuzz.go:169: ` + fuzz.Unjudged + ` FuzzTarget/a.2: schedule no lag: stalefuzz harness error (not a finding): overrun
+=== RUN   FuzzTarget/a.3
+    fuzz.go:150: corpus entry no longer reproduces the known bug (x)
+    --- PASS: FuzzTarget/a.1 (1.00s)
+    --- FAIL: FuzzTarget/a.2 (1.00s)
+    --- FAIL: FuzzTarget/a.3 (1.00s)
+`
+	if v, c, u := tally(known); v != 1 || c != 1 || u != 1 {
+		t.Errorf("tally of a known bug's runs: %d reproduced, %d clean, %d not judged; want 1, 1, 1", v, c, u)
+	}
+}
+
+// TestReplayCountsUnjudgedRunsApart replays an input against the real
+// apiserver with pymirror's controller, which after its first start (the
+// warm-up execution) only sleeps: each replayed run is a harness error in
+// all three of its attempts ("never synced its watch"), fails its subtest,
+// and reproduces nothing. The command says none could be judged and exits
+// 2; before the fix it said "reproduced in 2/2 runs" and exited 1.
+func TestReplayCountsUnjudgedRunsApart(t *testing.T) {
+	dir := t.TempDir()
+	py, err := os.ReadFile(pymirror + "mirror.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mirror.py"), py, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "target.yaml")
+	if err := os.WriteFile(file, []byte(`name: sleeper
+controllers:
+  - name: mirror
+    command: [sh, -c, "if [ -e started ]; then exec sleep 30; fi; touch started; exec python3 mirror.py"]
+    env: {MODE: optimistic}
+    namespaceEnv: WATCH_NAMESPACE
+    watches: [configmaps]
+workload:
+  - apply:
+      manifest: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {name: settings}
+        data: {desired: "1"}
+oracles:
+  lostUpdates: [data.desired]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input, err := filepath.Abs(pymirror + "testdata/lost-edit.input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"replay", file, input, "--count", "2", "--findings", t.TempDir()}, &stdout, &stderr)
+	const want = "result: none of 2 runs could be judged (harness errors, not findings)"
+	if status != exitHarness || !strings.Contains(stdout.String(), want) {
+		t.Errorf("exit %d, want %d, and %q in its output:\n%s\n%s", status, exitHarness, want, lastLines(stdout.String(), 40), stderr.String())
 	}
 }
