@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -409,15 +411,26 @@ func executions(camp string) int {
 }
 
 var (
-	runRE      = regexp.MustCompile(`(?m)^\s*--- (FAIL|PASS): ` + driverFn + `/(\S+)`)
-	unjudgedRE = regexp.MustCompile(regexp.QuoteMeta(fuzz.Unjudged) + ` ` + driverFn + `/(\S+):`)
+	runRE       = regexp.MustCompile(`(?m)^\s*--- (FAIL|PASS): ` + driverFn + `/(\S+)`)
+	unjudgedRE  = regexp.MustCompile(regexp.QuoteMeta(fuzz.Unjudged) + ` ` + driverFn + `/(\S+):`)
+	startRE     = regexp.MustCompile(`(?m)^=== RUN\s+` + driverFn + `/(\S+)`)
+	violationRE = regexp.MustCompile(`(?m)^\s*violation \[([^\]]+)\]`)
 )
 
-// tally counts a replay's runs from the test binary's output: those that
-// reproduced (a violation, or a known bug's reproduction), those that ran
-// clean, and those that could not be judged (a harness error in every
-// attempt: they fail their subtest too, but reproduce nothing).
-func tally(out string) (violated, clean, unjudged int) {
+// replayTally is what a replay's runs showed: how many reproduced (a
+// violation, or a known bug's reproduction), ran clean, or could not be
+// judged (a harness error in every attempt: they fail their subtest too,
+// but reproduce nothing), and in how many runs each oracle was violated.
+type replayTally struct {
+	violated, clean, unjudged int
+	byOracle                  map[string]int
+}
+
+// tally reads a replay's runs from the test binary's -test.v output. The
+// runs are subtests that run one after another, so what a run logged lies
+// between its "=== RUN" line and the next.
+func tally(out string) replayTally {
+	t := replayTally{byOracle: map[string]int{}}
 	notJudged := map[string]bool{}
 	for _, m := range unjudgedRE.FindAllStringSubmatch(out, -1) {
 		notJudged[m[1]] = true
@@ -425,18 +438,49 @@ func tally(out string) (violated, clean, unjudged int) {
 	for _, m := range runRE.FindAllStringSubmatch(out, -1) {
 		switch {
 		case m[1] == "PASS":
-			clean++
+			t.clean++
 		case notJudged[m[2]]:
-			unjudged++
+			t.unjudged++
 		default:
-			violated++
+			t.violated++
 		}
 	}
 	// A known bug's reproduction passes its run and says so.
 	if known := strings.Count(out, "reproduced the known bug"); known > 0 {
-		violated, clean = known, violated+clean-known
+		t.violated, t.clean = known, t.violated+t.clean-known
 	}
-	return violated, clean, unjudged
+	starts := startRE.FindAllStringIndex(out, -1)
+	for i, st := range starts {
+		end := len(out)
+		if i+1 < len(starts) {
+			end = starts[i+1][0]
+		}
+		seen := map[string]bool{}
+		for _, m := range violationRE.FindAllStringSubmatch(out[st[1]:end], -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				t.byOracle[m[1]]++
+			}
+		}
+	}
+	return t
+}
+
+// oracles says in how many runs each oracle was violated, most first:
+// "count in 14 runs, end-state in 3".
+func (t replayTally) oracles() string {
+	names := slices.Collect(maps.Keys(t.byOracle))
+	slices.SortFunc(names, func(a, b string) int {
+		if c := t.byOracle[b] - t.byOracle[a]; c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s in %d", n, t.byOracle[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, count int, findings string) error {
@@ -475,21 +519,26 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, c
 	if err != nil {
 		return exitError{exitHarness, err}
 	}
-	violated, clean, unjudged := tally(out)
-	if violated+clean == 0 {
-		if unjudged > 0 {
-			fmt.Fprintf(stdout, "result: none of %d runs could be judged (harness errors, not findings)\n", unjudged)
+	t := tally(out)
+	if t.violated+t.clean == 0 {
+		if t.unjudged > 0 {
+			fmt.Fprintf(stdout, "result: none of %d runs could be judged (harness errors, not findings)\n", t.unjudged)
 			return exitError{exitHarness, errors.New("harness errors")}
 		}
 		return exitError{exitHarness, fmt.Errorf("the input ran no execution (output above)")}
 	}
 	notJudged := ""
-	if unjudged > 0 {
-		notJudged = fmt.Sprintf(" (%d more could not be judged: harness errors, not findings)", unjudged)
+	if t.unjudged > 0 {
+		notJudged = fmt.Sprintf(" (%d more could not be judged: harness errors, not findings)", t.unjudged)
 	}
-	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s%s\n", violated, violated+clean, input, notJudged)
-	if violated > 0 {
-		return exitError{exitFinding, fmt.Errorf("reproduced %d/%d", violated, violated+clean)}
+	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s%s\n", t.violated, t.violated+t.clean, input, notJudged)
+	if len(t.byOracle) > 0 {
+		// Which violation: a run may reproduce by another oracle than the
+		// finding's.
+		fmt.Fprintf(stdout, "violations by oracle (runs): %s\n", t.oracles())
+	}
+	if t.violated > 0 {
+		return exitError{exitFinding, fmt.Errorf("reproduced %d/%d", t.violated, t.violated+t.clean)}
 	}
 	return nil
 }

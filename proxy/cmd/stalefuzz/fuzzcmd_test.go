@@ -23,7 +23,7 @@ func TestReplayCommand(t *testing.T) {
 		input, want string
 		status      int
 	}{
-		{"lost-edit.input", "result: reproduced in 2/2 runs", exitFinding},
+		{"lost-edit.input", "result: reproduced in 2/2 runs of " + pymirror + "testdata/lost-edit.input\nviolations by oracle (runs): lost-update in 2\n", exitFinding},
 		{"optimistic.input", "result: reproduced in 0/2 runs", exitClean},
 	} {
 		t.Run(c.input, func(t *testing.T) {
@@ -119,8 +119,8 @@ func TestTally(t *testing.T) {
     --- PASS: FuzzTarget/late-jobs.input.3 (5.77s)
 FAIL
 `
-	if v, c, u := tally(out); v != 1 || c != 1 || u != 1 {
-		t.Errorf("tally: %d reproduced, %d clean, %d not judged; want 1, 1, 1", v, c, u)
+	if got := tally(out); got.violated != 1 || got.clean != 1 || got.unjudged != 1 {
+		t.Errorf("tally: %d reproduced, %d clean, %d not judged; want 1, 1, 1", got.violated, got.clean, got.unjudged)
 	}
 	// A known bug: its reproduction passes the run and says so; a run that
 	// no longer reproduces it fails; one not judged is neither.
@@ -134,8 +134,38 @@ FAIL
     --- FAIL: FuzzTarget/a.2 (1.00s)
     --- FAIL: FuzzTarget/a.3 (1.00s)
 `
-	if v, c, u := tally(known); v != 1 || c != 1 || u != 1 {
-		t.Errorf("tally of a known bug's runs: %d reproduced, %d clean, %d not judged; want 1, 1, 1", v, c, u)
+	if got := tally(known); got.violated != 1 || got.clean != 1 || got.unjudged != 1 {
+		t.Errorf("tally of a known bug's runs: %d reproduced, %d clean, %d not judged; want 1, 1, 1", got.violated, got.clean, got.unjudged)
+	}
+}
+
+// TestTallyByOracle: the replay says in how many runs each oracle was
+// violated, counting a run once per oracle however many violations of it
+// the run had, so that "reproduced" can be checked to be the finding's.
+func TestTallyByOracle(t *testing.T) {
+	out := `=== RUN   FuzzTarget
+=== RUN   FuzzTarget/x.input.1
+    fuzz.go:215: stalefuzz finding in scenario keda
+        schedule: no lag
+        violation [count]: ScaledJob worker had 4 live Jobs at once
+          ... and 1 more like it ([count] on ScaledJob worker)
+        violation [end-state]: Job worker-#3: present; no no-fault reference run has it
+        violation [count]: ScaledJob other had 4 live Jobs at once
+=== RUN   FuzzTarget/x.input.2
+    fuzz.go:215: stalefuzz finding in scenario keda
+        violation [end-state]: Job worker-#3: present
+=== RUN   FuzzTarget/x.input.3
+--- FAIL: FuzzTarget (3.00s)
+    --- FAIL: FuzzTarget/x.input.1 (1.00s)
+    --- FAIL: FuzzTarget/x.input.2 (1.00s)
+    --- PASS: FuzzTarget/x.input.3 (1.00s)
+`
+	got := tally(out)
+	if got.violated != 2 || got.clean != 1 {
+		t.Errorf("tally: %d reproduced, %d clean; want 2, 1", got.violated, got.clean)
+	}
+	if want := "end-state in 2, count in 1"; got.oracles() != want {
+		t.Errorf("by oracle: %q, want %q", got.oracles(), want)
 	}
 }
 
