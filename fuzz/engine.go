@@ -400,7 +400,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	x.settled, x.lagOver = res.Settled, lagOver
 	res.NotCurrent = x.notCurrent
 	if e.s.Storm && !res.Settled {
-		res.storm = storm(e.proxy.Trace().Since(trace.Cursor{}), x.mark, lagOver)
+		res.storm = storm(e.proxy.Trace().Since(trace.Cursor{}), x.mark, lagOver, e.s.quiet())
 	}
 	x.mu.Lock()
 	res.Restarts = slices.Clone(x.restarts)

@@ -74,7 +74,7 @@ func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Res
 			continue
 		}
 		w := writesSince(res.Trace, x.lagOver)
-		if x.lagOver.IsZero() || !w.noProgress() {
+		if x.lagOver.IsZero() || !w.stalled(x.lagOver, e.s.quiet()) {
 			return &HarnessError{Err: fmt.Errorf("%s not converged (%s) and the run never settled: its controllers were still at work %v after the lag ended (since then %s), so convergence cannot be judged: a slow machine, not a finding",
 				obj, strings.Join(problems, "; "), SettleBudget*e.slack, w), Unsettled: true}
 		}
@@ -187,6 +187,18 @@ func (w writeOutcomes) noProgress() bool {
 	return (w.changed == 0 && w.retries >= minFailedRetries) || (wasted >= minFailedRetries && wasted > w.changed)
 }
 
+// stalled says the writes since lagOver got nowhere (noProgress) and went
+// on for at least quiet after the last write that changed an object (or
+// the lag's end): without them the run would have been quiet that long,
+// and settled. Shorter, they can be a healthy controller's round of
+// unconditional writes on a loaded machine, cut off by the settle budget
+// (prometheus-operator's reconcile rewrites a dozen unchanged Secrets and
+// Services on each StatefulSet status event): a run that never settled,
+// never a finding.
+func (w writeOutcomes) stalled(lagOver time.Time, quiet time.Duration) bool {
+	return w.noProgress() && w.lastWrite.Sub(maxTime(w.lastChange, lagOver)) >= quiet
+}
+
 // writeOutcomes counts writes by what they did.
 type writeOutcomes struct {
 	changed   int // stored a new resourceVersion of their object
@@ -196,6 +208,9 @@ type writeOutcomes struct {
 	// retries are the writes, over the whole run, sent after the last
 	// write that changed an object.
 	retries int
+	// lastChange is when the last write that changed an object was sent,
+	// lastWrite the last write; over the whole run.
+	lastChange, lastWrite time.Time
 }
 
 func (w writeOutcomes) all() int { return w.changed + w.noops + w.conflicts + w.failed }
@@ -224,8 +239,10 @@ func writesSince(tr trace.Trace, since time.Time) writeOutcomes {
 		if !r.IsWrite() || r.DryRun || r.Code == 0 {
 			continue
 		}
+		w.lastWrite = r.Start
 		if r.Code/100 == 2 && changed {
 			w.retries = 0
+			w.lastChange = r.Start
 		} else {
 			w.retries++
 		}

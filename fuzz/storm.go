@@ -18,9 +18,10 @@ import (
 const StormFlaps = 3
 
 // storm describes, for an unsettled run, how its controllers' writes since
-// lagOver got nowhere; "" when they made progress (a slow machine, not a
-// storm). It reads the trace only.
-func storm(tr trace.Trace, mark, lagOver time.Time) string {
+// lagOver got nowhere for at least quiet (writeOutcomes.stalled); "" when
+// they made progress, or got nowhere for less than quiet (a slow machine,
+// not a storm). It reads the trace only.
+func storm(tr trace.Trace, mark, lagOver time.Time, quiet time.Duration) string {
 	if lagOver.IsZero() {
 		return ""
 	}
@@ -28,9 +29,9 @@ func storm(tr trace.Trace, mark, lagOver time.Time) string {
 	// Writes after the faults are what a storm is: retries that got
 	// nowhere before the faults were over, and none since, are a run that
 	// went quiet (a KubeRay campaign's report, 0 writes since t+5.02 s).
-	if w.all() >= minFailedRetries && w.noProgress() {
-		return fmt.Sprintf("once the faults were over (t+%.2fs) its controllers kept writing without progress: %s; %d writes since the last that changed an object (by %s)",
-			lagOver.Sub(mark).Seconds(), w, w.retries, strings.Join(writersSince(tr, lagOver), ", "))
+	if w.all() >= minFailedRetries && w.stalled(lagOver, quiet) {
+		return fmt.Sprintf("once the faults were over (t+%.2fs) its controllers kept writing without progress: %s; %d writes since the last that changed an object, for %.2fs, longer than the %v quiet period (by %s)",
+			lagOver.Sub(mark).Seconds(), w, w.retries, w.lastWrite.Sub(maxTime(w.lastChange, lagOver)).Seconds(), quiet, strings.Join(writersSince(tr, lagOver), ", "))
 	}
 	if f, ok := flapping(tr, mark, lagOver); ok {
 		return f
