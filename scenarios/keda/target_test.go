@@ -149,3 +149,51 @@ func TestKEDARolloutDeletesNewJobs(t *testing.T) {
 		})
 	}
 }
+
+// TestKEDAPausedActiveUnknown is the third finding's regression row. Its
+// saved input (testdata/paused-active-unknown.input, from a campaign) breaks
+// the operator's ScaledJob watch at its first MODIFIED event (the
+// operator's own finalizer update) and the re-watch meets 410: until the
+// relist, about a second later, the operator's cache holds the ScaledJob as
+// created, without status conditions. The scale loop's first poll creates
+// the Jobs and patches the status with a JSON merge patch computed against
+// that cached object (scale_handler.go handleResult), so its conditions
+// list, [Ready, Active], replaces the four the reconcile had initialized:
+// Fallback and Paused are gone. The reconcile after the relist finds the
+// conditions not initialized and initializes all four again, Unknown
+// (scaledjob_controller.go Reconcile, AreInitialized): Active True is lost.
+// The pause (paused=true) then stops the scale loop, so nothing sets it
+// again: the ScaledJob ends Active Unknown while its Jobs run, where the
+// reference runs end Active True. Its control: the same schedule unpaused,
+// whose next poll sets Active again (False once the queue has drained, as
+// in its reference runs).
+func TestKEDAPausedActiveUnknown(t *testing.T) {
+	tg, e := target.LoadEnv(t, "target.yaml")
+	for _, c := range []struct {
+		name   string
+		paused int
+		lost   bool
+	}{
+		{"paused", 1, true},
+		{"not paused", 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sched, err := tg.Input("testdata/paused-active-unknown.input")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sched.Knobs["paused"] = c.paused
+			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			lost := false
+			for _, v := range res.Violations {
+				lost = lost || v.Oracle == "end-state" && strings.HasPrefix(v.Message, "ScaledJob worker: ") && strings.Contains(v.Message, `status.conditions[1].status="Unknown"`)
+			}
+			if lost != c.lost {
+				t.Errorf("schedule %s: Active condition lost %v, want %v\n%s", sched, lost, c.lost, summary(sched, res))
+			}
+		})
+	}
+}
