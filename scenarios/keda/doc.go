@@ -11,7 +11,10 @@
 // events later than a pollingInterval make Jobs beyond maxReplicaCount),
 // TestKEDARolloutDeletesNewJobs the second (a new ScaledJob's first Jobs,
 // stamped from a cache that lags the operator's own generation bump, are
-// deleted as "previous version"), each with its control. See README.md.
+// deleted as "previous version"), TestKEDAPausedActiveUnknown the third (a
+// paused ScaledJob left Active Unknown: a status merge patch from a stale
+// cache drops two conditions, the next reconcile initializes all four
+// again), each with its control. See README.md.
 //
 // The tests build the operator when it is not cached (target.Prepare), as
 // `stalefuzz prepare scenarios/keda/target.yaml` does: about 20 minutes on
