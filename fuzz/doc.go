@@ -117,8 +117,8 @@
 // per knob setting), end state (Scenario.EndStates: a settled run's
 // objects against the same reference runs, where those agree), crash (Scenario.Crash: a controller that exits on its
 // own or logs a Go panic), storm (Scenario.Storm: a run that never settled
-// because its writes got nowhere for at least the quiet period, or set a
-// field back and forth, once the faults were over, while its reference runs
+// because its writes got nowhere while the quiet period would have
+// elapsed without them, or set a field back and forth, once the faults were over, while its reference runs
 // settled; judged instead of
 // being a harness error), and the scenario's own Checks. A violation is
 // reported with the schedule in readable form, the oracle's message naming

@@ -397,10 +397,10 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	settled := time.Now()
 	res.Phases.Lag = max(0, lagOver.Sub(driven))
 	res.Phases.Settle = settled.Sub(maxTime(lagOver, driven))
-	x.settled, x.lagOver = res.Settled, lagOver
+	x.settled, x.lagOver, x.settleEnd = res.Settled, lagOver, settled
 	res.NotCurrent = x.notCurrent
 	if e.s.Storm && !res.Settled {
-		res.storm = storm(e.proxy.Trace().Since(trace.Cursor{}), x.mark, lagOver, e.s.quiet())
+		res.storm = storm(e.proxy.Trace().Since(trace.Cursor{}), x.mark, lagOver, settled, e.s.quiet())
 	}
 	x.mu.Lock()
 	res.Restarts = slices.Clone(x.restarts)

@@ -65,6 +65,7 @@ type Exec struct {
 	lagUntil    time.Time    // a restart's lagging apiserver catches up then
 	settled     bool
 	lagOver     time.Time // when the lag was over; zero if it never was
+	settleEnd   time.Time // when settling ended: settled, or its budget ran out
 	// notCurrent are the Scenario.AwaitCurrent objects still not Current
 	// when the settle budget ran out on a run that was otherwise settled
 	// (Result.NotCurrent).

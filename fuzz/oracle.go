@@ -74,7 +74,7 @@ func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Res
 			continue
 		}
 		w := writesSince(res.Trace, x.lagOver)
-		if x.lagOver.IsZero() || !w.stalled(x.lagOver, e.s.quiet()) {
+		if x.lagOver.IsZero() || !w.stalled(x.lagOver, x.settleEnd, e.s.quiet()) {
 			return &HarnessError{Err: fmt.Errorf("%s not converged (%s) and the run never settled: its controllers were still at work %v after the lag ended (since then %s), so convergence cannot be judged: a slow machine, not a finding",
 				obj, strings.Join(problems, "; "), SettleBudget*e.slack, w), Unsettled: true}
 		}
@@ -187,16 +187,19 @@ func (w writeOutcomes) noProgress() bool {
 	return (w.changed == 0 && w.retries >= minFailedRetries) || (wasted >= minFailedRetries && wasted > w.changed)
 }
 
-// stalled says the writes since lagOver got nowhere (noProgress) and went
-// on for at least quiet after the last write that changed an object (or
-// the lag's end): without them the run would have been quiet that long,
-// and settled. Shorter, they can be a healthy controller's round of
-// unconditional writes on a loaded machine, cut off by the settle budget
+// stalled says the writes since lagOver got nowhere (noProgress), and that
+// they are what kept the run from settling: from the last write that
+// changed an object (or the lag's end) to end, when settling gave up, there
+// was at least quiet, so without them the run would have settled. Less
+// than quiet, the settle budget ran out first: a healthy controller's round
+// of unconditional writes on a loaded machine, cut off by the budget
 // (prometheus-operator's reconcile rewrites a dozen unchanged Secrets and
-// Services on each StatefulSet status event): a run that never settled,
-// never a finding.
-func (w writeOutcomes) stalled(lagOver time.Time, quiet time.Duration) bool {
-	return w.noProgress() && w.lastWrite.Sub(maxTime(w.lastChange, lagOver)) >= quiet
+// Services on each StatefulSet status event), is a run that never
+// settled, never a finding. A controller retrying now and then without
+// progress (FluxCD's requeue after a lost event) stalls however sparse its
+// writes.
+func (w writeOutcomes) stalled(lagOver, end time.Time, quiet time.Duration) bool {
+	return w.noProgress() && end.Sub(maxTime(w.lastChange, lagOver)) >= quiet
 }
 
 // writeOutcomes counts writes by what they did.
@@ -208,9 +211,9 @@ type writeOutcomes struct {
 	// retries are the writes, over the whole run, sent after the last
 	// write that changed an object.
 	retries int
-	// lastChange is when the last write that changed an object was sent,
-	// lastWrite the last write; over the whole run.
-	lastChange, lastWrite time.Time
+	// lastChange is when the last write, over the whole run, that changed
+	// an object was sent.
+	lastChange time.Time
 }
 
 func (w writeOutcomes) all() int { return w.changed + w.noops + w.conflicts + w.failed }
@@ -239,7 +242,6 @@ func writesSince(tr trace.Trace, since time.Time) writeOutcomes {
 		if !r.IsWrite() || r.DryRun || r.Code == 0 {
 			continue
 		}
-		w.lastWrite = r.Start
 		if r.Code/100 == 2 && changed {
 			w.retries = 0
 			w.lastChange = r.Start

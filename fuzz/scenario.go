@@ -154,10 +154,10 @@ type Scenario struct {
 	// circles (a field of one object set back to a value it had held, by
 	// successful writes, StormFlaps times), while the two no-fault
 	// reference runs of the same knob settings settled. Writes that got
-	// nowhere for less than Quiet after the last that changed an object
-	// do not count: the budget, not they, kept the run from settling (a
-	// healthy controller's round of unconditional writes on a loaded
-	// machine). The violation names
+	// nowhere count only when the settle budget ran out at least Quiet
+	// after the last write that changed an object: otherwise the budget,
+	// not they, kept the run from settling (a healthy controller's round
+	// of unconditional writes on a loaded machine). The violation names
 	// the object, the field and the clients. A run whose reference runs did
 	// not settle is not judged; one that writes on with progress is a slow
 	// machine (a harness error), never a storm. Zero: not judged.

@@ -18,10 +18,11 @@ import (
 const StormFlaps = 3
 
 // storm describes, for an unsettled run, how its controllers' writes since
-// lagOver got nowhere for at least quiet (writeOutcomes.stalled); "" when
-// they made progress, or got nowhere for less than quiet (a slow machine,
-// not a storm). It reads the trace only.
-func storm(tr trace.Trace, mark, lagOver time.Time, quiet time.Duration) string {
+// lagOver got nowhere and kept it from settling by end, when settling gave
+// up (writeOutcomes.stalled); "" when they made progress, or when the
+// settle budget ran out less than quiet after the last progress (a slow
+// machine, not a storm). It reads the trace only.
+func storm(tr trace.Trace, mark, lagOver, end time.Time, quiet time.Duration) string {
 	if lagOver.IsZero() {
 		return ""
 	}
@@ -29,9 +30,9 @@ func storm(tr trace.Trace, mark, lagOver time.Time, quiet time.Duration) string 
 	// Writes after the faults are what a storm is: retries that got
 	// nowhere before the faults were over, and none since, are a run that
 	// went quiet (a KubeRay campaign's report, 0 writes since t+5.02 s).
-	if w.all() >= minFailedRetries && w.stalled(lagOver, quiet) {
-		return fmt.Sprintf("once the faults were over (t+%.2fs) its controllers kept writing without progress: %s; %d writes since the last that changed an object, for %.2fs, longer than the %v quiet period (by %s)",
-			lagOver.Sub(mark).Seconds(), w, w.retries, w.lastWrite.Sub(maxTime(w.lastChange, lagOver)).Seconds(), quiet, strings.Join(writersSince(tr, lagOver), ", "))
+	if w.all() >= minFailedRetries && w.stalled(lagOver, end, quiet) {
+		return fmt.Sprintf("once the faults were over (t+%.2fs) its controllers kept writing without progress: %s; %d writes since the last that changed an object, in the %.2fs before settling gave up, more than the %v quiet period (by %s)",
+			lagOver.Sub(mark).Seconds(), w, w.retries, end.Sub(maxTime(w.lastChange, lagOver)).Seconds(), quiet, strings.Join(writersSince(tr, lagOver), ", "))
 	}
 	if f, ok := flapping(tr, mark, lagOver); ok {
 		return f
