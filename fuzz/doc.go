@@ -36,7 +36,9 @@
 // steps on their resources act where they live, and the sweep removes every
 // object of theirs that was not there when NewEnv began. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
 // StopBudget) that, with the schedule bounds, keep it under Budget (8 s) by
-// construction, below go test -fuzz's 10 s limit; an overrun is a
+// construction, below go test -fuzz's 10 s limit; the controllers' start may
+// also take what of the lag budget its schedule leaves unused, so that a slow
+// start on a loaded machine is judged when it can be. An overrun is a
 // HarnessError, never a finding.
 //
 // Spaces: LagOnly (delay, hold), LagAndLoss (also drop, which no real

@@ -31,7 +31,8 @@ import (
 
 // Phase budgets of one execution. With a scenario's Bounds (lag over by
 // MaxLagEnd+MaxDelay) they sum to at most Budget, so that an execution fits
-// go test -fuzz's 10 s limit by construction.
+// go test -fuzz's 10 s limit by construction. The start may also take the
+// part of the lag budget its schedule does not need.
 const (
 	StartBudget  = 1000 * time.Millisecond
 	DriveBudget  = 300 * time.Millisecond
@@ -290,6 +291,18 @@ func Retries(attempts int) RunOption { return func(o *runOptions) { o.attempts =
 // fuzzing.
 func Within(d time.Duration) RunOption { return func(o *runOptions) { o.within = d } }
 
+// lagNeed is how long after the mark the schedule's lag may last: its
+// windows and delays, and each fault's window with what it sets off.
+func (e *Env) lagNeed(sched Schedule) time.Duration {
+	need := sched.LagEnd()
+	for _, st := range sched.Steps {
+		if st.IsFault() {
+			need = max(need, st.End()+e.s.Bounds.orDefault().faultAllowance(Realistic))
+		}
+	}
+	return need
+}
+
 func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Result, retErr error) {
 	start := time.Now()
 	budget := Budget * e.slack
@@ -343,7 +356,11 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	if err != nil {
 		return res, harness("%w", err)
 	}
-	sctx, scancel := context.WithTimeout(xctx, StartBudget*e.slack)
+	// The controllers may take StartBudget to start, and what of the lag
+	// budget this schedule leaves unused: a loaded machine's slow start is
+	// then no harness error, and the execution still fits Budget.
+	need := e.lagNeed(sched)
+	sctx, scancel := context.WithTimeout(xctx, (StartBudget+max(0, lagBudget()-need))*e.slack)
 	err = e.s.Start(sctx, x)
 	scancel()
 	if err != nil {
@@ -376,12 +393,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	res.Phases.Drive = driven.Sub(x.mark)
 
 	lagEnd := x.mark.Add(sched.LagEnd())
-	deadline := lagEnd
-	for _, st := range sched.Steps {
-		if st.IsFault() {
-			deadline = maxTime(deadline, x.mark.Add(st.End()+e.s.Bounds.orDefault().faultAllowance(Realistic)))
-		}
-	}
+	deadline := x.mark.Add(need)
 	var lagOver time.Time
 	// Quiet counts from the end of the workload too: a slow workload write
 	// must not count as quiet time.
