@@ -37,7 +37,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-kuberay
+.PHONY: truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-kuberay
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -96,6 +96,12 @@ truth-table-kuberay: assets ## KubeRay's truth table (each realistic fault patte
 TARGET ?= scenarios/pymirror/target.yaml
 fuzz-target: assets ## a campaign (FUZZTIME) on a target file (TARGET, default the Python example scenarios/pymirror/target.yaml) with the stalefuzz command, as a controller author runs it
 	$(GO) run ./proxy/cmd/stalefuzz fuzz $(TARGET) --time $(FUZZTIME)
+
+TRUTH_TABLE_RUNS ?= 2
+TRUTH_TABLE_SETTINGS ?= 0
+TRUTH_TABLE_OUT ?= $(dir $(TARGET))patterns.md
+truth-table: assets ## a target file's truth table (TARGET; TRUTH_TABLE_RUNS runs a cell, default 2; TRUTH_TABLE_SETTINGS knob settings, default 0: all) into TRUTH_TABLE_OUT (default patterns.md beside it): each realistic one-fault pattern at each knob setting
+	$(GO) run ./proxy/cmd/stalefuzz truth-table $(TARGET) --runs $(TRUTH_TABLE_RUNS) --settings $(TRUTH_TABLE_SETTINGS) --out $(TRUTH_TABLE_OUT)
 
 FALSE_ALARMS ?= 200
 false-alarms-targets: assets ## per target file, FALSE_ALARMS (default 200) executions whose events are only delayed as much as the reference runs showed: every violation is a false alarm; prints the count per oracle

@@ -74,44 +74,10 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	// A seed's execution: a reference run's, plus its window.
 	each := took/time.Duration(max(1, len(refs))) + min(b.MaxLength, b.MaxLagEnd)
 	limit := min(MaxReferenceSeeds, max(MinReferenceSeeds, int(ReferenceSeedsReplay/each)))
-	type family struct {
-		act    proxy.Action
-		writes bool          // anchored to the client's writes, else to its MODIFIED events
-		lag    time.Duration // onto an apiserver this far behind
-	}
-	var families []family
-	switch e.s.Space {
-	case AnchoredLoss:
-		families = []family{{proxy.Drop, false, 0}, {proxy.Hold, false, 0}}
-	case Realistic:
-		families = []family{{proxy.Expire, false, 0}, {proxy.Freeze, true, 0}, {proxy.Cut, true, 0},
-			{proxy.Freeze, true, b.MaxDelay}, {proxy.Cut, true, b.MaxDelay}, {proxy.Expire, false, b.MaxDelay},
-			{proxy.Break, false, 0}, {proxy.Hold, false, 0}}
-	}
-	byFamily := make([][]Schedule, len(families))
-	for i, fam := range families {
-		for _, r := range refs {
-			for _, c := range e.s.Clients {
-				for _, res := range e.s.Resources {
-					positions := countEvents(r.tr, c, res, r.mark)
-					if fam.writes {
-						positions = countWrites(r.tr, c, r.mark)
-					}
-					for n := range min(positions, MaxReferencePositions) {
-						st := Step{Client: c, Action: fam.act, After: n, Length: min(b.MaxLength, b.MaxLagEnd), Lag: fam.lag}
-						if !fam.writes {
-							st.Resource, st.Types = res, []string{"MODIFIED"}
-						}
-						if st.IsFault() {
-							st.Length = min(st.Length, b.faultEnd())
-						}
-						byFamily[i] = append(byFamily[i], Schedule{Knobs: r.knobs, Steps: []Step{st}})
-					}
-					if fam.writes {
-						break // writes are the client's, whatever the resource
-					}
-				}
-			}
+	byFamily := make([][]Schedule, len(e.families()))
+	for _, r := range refs {
+		for i, seeds := range e.anchored(r.knobs, r.tr, r.mark, MaxReferencePositions) {
+			byFamily[i] = append(byFamily[i], seeds...)
 		}
 	}
 	// The actions take turns.
@@ -129,6 +95,63 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 		}
 	}
 	return out, nil
+}
+
+// family is one kind of anchored schedule the reference runs give.
+type family struct {
+	act    proxy.Action
+	writes bool          // anchored to the client's writes, else to its MODIFIED events
+	lag    time.Duration // onto an apiserver this far behind
+}
+
+// families are the kinds of anchored schedules of the scenario's space,
+// stronger ones first; none outside AnchoredLoss and Realistic.
+func (e *Env) families() []family {
+	b := e.s.Bounds.orDefault()
+	switch e.s.Space {
+	case AnchoredLoss:
+		return []family{{proxy.Drop, false, 0}, {proxy.Hold, false, 0}}
+	case Realistic:
+		return []family{{proxy.Expire, false, 0}, {proxy.Freeze, true, 0}, {proxy.Cut, true, 0},
+			{proxy.Freeze, true, b.MaxDelay}, {proxy.Cut, true, b.MaxDelay}, {proxy.Expire, false, b.MaxDelay},
+			{proxy.Break, false, 0}, {proxy.Hold, false, 0}}
+	}
+	return nil
+}
+
+// anchored derives, from one no-fault run at knobs (its trace and mark),
+// the one-step schedules of each family (in families' order), per client,
+// watched resource and position (right after the Nth MODIFIED event, or
+// the Nth write), at most positions of them, each holding its window for
+// Bounds.MaxLength cut as decoding cuts it.
+func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, positions int) [][]Schedule {
+	b := e.s.Bounds.orDefault()
+	fams := e.families()
+	out := make([][]Schedule, len(fams))
+	for i, fam := range fams {
+		for _, c := range e.s.Clients {
+			for _, res := range e.s.Resources {
+				n := countEvents(tr, c, res, mark)
+				if fam.writes {
+					n = countWrites(tr, c, mark)
+				}
+				for pos := range min(n, positions) {
+					st := Step{Client: c, Action: fam.act, After: pos, Length: min(b.MaxLength, b.MaxLagEnd), Lag: fam.lag}
+					if !fam.writes {
+						st.Resource, st.Types = res, []string{"MODIFIED"}
+					}
+					if st.IsFault() {
+						st.Length = min(st.Length, b.faultEnd())
+					}
+					out[i] = append(out[i], Schedule{Knobs: knobs, Steps: []Step{st}})
+				}
+				if fam.writes {
+					break // writes are the client's, whatever the resource
+				}
+			}
+		}
+	}
+	return out
 }
 
 // countEvents is how many MODIFIED events of resource the client was sent

@@ -292,6 +292,22 @@ func (s Step) Cause() string {
 	return "unknown"
 }
 
+// OnDefaults says whether a cluster on Kubernetes 1.37's defaults
+// (WatchList, consistent lists) can do what the step does: "yes"; "only
+// without WatchList" for a relist or restart onto a lagging apiserver,
+// whose stale list WatchList's consistent initial events rule out (a client
+// on client-go before 0.35, or with WatchList off, still lists from the
+// watch cache); "no" for what no cluster does.
+func (s Step) OnDefaults() string {
+	switch {
+	case s.Action == proxy.Drop:
+		return "no"
+	case s.Lag > 0 && (s.Action == proxy.Expire || s.IsRestart()):
+		return "only without WatchList"
+	}
+	return "yes"
+}
+
 func ordinal(n int) string {
 	suffix := "th"
 	switch {

@@ -18,4 +18,9 @@
 // STALEFUZZ_FALSE_ALARMS_DIR: with STALEFUZZ_FALSE_ALARMS, the directory
 // where each execution with a violation is written (its trace, alarm-N.jsonl,
 // and the controllers' log, alarm-N.log); unset, none is.
+//
+// STALEFUZZ_TRUTH_TABLE: with STALEFUZZ_TARGET, TestTruthTable runs the
+// target's truth table (target.MeasureTruthTable) with these options (a
+// fuzz.TruthTableOptions as JSON) and prints it as one line of JSON (a
+// TruthTableLine) after TruthTablePrefix, for `stalefuzz truth-table`.
 package driver

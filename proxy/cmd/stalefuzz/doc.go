@@ -32,6 +32,20 @@
 // --controllers-only, only the target's Go controllers: what `make
 // source-controller` runs for the FluxCD scenario).
 //
+// # stalefuzz false-alarms, truth-table
+//
+//	stalefuzz false-alarms TARGET.yaml [--count 200]
+//	stalefuzz truth-table TARGET.yaml [--runs 2] [--positions 1] [--settings 0] [--out FILE]
+//
+// build as fuzz does. false-alarms runs --count executions whose events are
+// only delayed as much as the apiserver delayed them in no-fault runs and
+// counts each oracle's violations (every one a false alarm): exit 1 when
+// any, 0 when none. truth-table runs, per knob setting, a no-fault run and
+// each one-fault pattern anchored to its events and writes (package fuzz,
+// Env.MeasureTruthTable) --runs times, and writes a Markdown table: per
+// pattern whether a cluster on 1.37's defaults can produce it, per setting
+// the oracles that fired; exit 0 once the table is made.
+//
 // # stalefuzz proxy
 //
 //	stalefuzz proxy --kubeconfig FILE [--context NAME] --client NAME... \
