@@ -644,22 +644,11 @@ when any oracle raised one, 0 when none did, 2 for a usage or harness error.`,
 // falseAlarms runs the driver's TestFalseAlarms on file and reports its
 // figure.
 func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, count int) error {
-	work, err := os.MkdirTemp("", "stalefuzz-false-alarms-")
-	if err != nil {
-		return exitError{exitHarness, err}
-	}
-	defer os.RemoveAll(work)
-	abs, bin, err := prepare(ctx, stderr, file, work, false)
+	out, runErr, err := runDriverTest(ctx, stderr, file, "TestFalseAlarms", "STALEFUZZ_FALSE_ALARMS="+strconv.Itoa(count))
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestFalseAlarms$", "-test.v", "-test.timeout=0")
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FALSE_ALARMS="+strconv.Itoa(count))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, stderr), stderr
-	runErr := cmd.Run()
-	f, ok := parseFalseAlarms(out.String())
+	f, ok := parseLine[fuzz.FalseAlarms](out, driver.FalseAlarmsPrefix)
 	if !ok {
 		return exitError{exitHarness, fmt.Errorf("measuring the false alarms of %s gave no figure (%v); its output is above", file, runErr)}
 	}
@@ -670,17 +659,41 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 	return nil
 }
 
-// parseFalseAlarms finds the driver's figure in its output.
-func parseFalseAlarms(out string) (fuzz.FalseAlarms, bool) {
+// runDriverTest prepares file, builds the driver's test binary and runs its
+// test with env added, in a work directory it removes. Its output goes to
+// stderr and is returned, with the test's own error (a failed test still
+// prints what it measured); err is a harness error before it ran.
+func runDriverTest(ctx context.Context, stderr io.Writer, file, test string, env ...string) (out string, runErr, err error) {
+	work, err := os.MkdirTemp("", "stalefuzz-"+strings.ToLower(strings.TrimPrefix(test, "Test"))+"-")
+	if err != nil {
+		return "", nil, exitError{exitHarness, err}
+	}
+	defer os.RemoveAll(work)
+	abs, bin, err := prepare(ctx, stderr, file, work, false)
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, "-test.run=^"+test+"$", "-test.v", "-test.timeout=0")
+	cmd.Dir = work
+	cmd.Env = append(append(os.Environ(), "STALEFUZZ_TARGET="+abs), env...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&buf, stderr), stderr
+	runErr = cmd.Run()
+	return buf.String(), runErr, nil
+}
+
+// parseLine finds the line of JSON after prefix that a driver test printed.
+func parseLine[T any](out, prefix string) (T, bool) {
 	for _, line := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(line, driver.FalseAlarmsPrefix); ok {
-			var f fuzz.FalseAlarms
-			if json.Unmarshal([]byte(rest), &f) == nil {
-				return f, true
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			var v T
+			if json.Unmarshal([]byte(rest), &v) == nil {
+				return v, true
 			}
 		}
 	}
-	return fuzz.FalseAlarms{}, false
+	var zero T
+	return zero, false
 }
 
 // maxAlarms is the most executions any one oracle raised a false alarm in.

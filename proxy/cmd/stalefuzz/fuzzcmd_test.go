@@ -97,9 +97,9 @@ func TestFalseAlarmsCommand(t *testing.T) {
 	if want := "4 executions judged (0 harness errors, not counted), events delayed by at most"; status != exitClean || !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), "no false alarm") {
 		t.Errorf("false-alarms: exit %d, want %d, and %q and \"no false alarm\" in its output:\n%s\n%s", status, exitClean, want, stdout.String(), lastLines(stderr.String(), 30))
 	}
-	f, ok := parseFalseAlarms("=== RUN   TestFalseAlarms\n" + driver.FalseAlarmsPrefix + `{"Executions":9,"HarnessErrors":1,"MaxDelay":990000,"ByOracle":{"end-state":2},"First":{"end-state":"schedule x: y"}}` + "\n--- PASS")
+	f, ok := parseLine[fuzz.FalseAlarms]("=== RUN   TestFalseAlarms\n"+driver.FalseAlarmsPrefix+`{"Executions":9,"HarnessErrors":1,"MaxDelay":990000,"ByOracle":{"end-state":2},"First":{"end-state":"schedule x: y"}}`+"\n--- PASS", driver.FalseAlarmsPrefix)
 	if !ok || f.Executions != 9 || f.ByOracle["end-state"] != 2 || maxAlarms(f) != 2 {
-		t.Errorf("parseFalseAlarms: got %+v, %v", f, ok)
+		t.Errorf("parseLine: got %+v, %v", f, ok)
 	}
 }
 

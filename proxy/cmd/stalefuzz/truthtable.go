@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -51,26 +49,15 @@ the table was made, whatever it shows; 2 for a usage or harness error.`,
 
 // truthTable runs the driver's TestTruthTable on file and writes its table.
 func truthTable(ctx context.Context, stdout, stderr io.Writer, file string, o fuzz.TruthTableOptions, out string) error {
-	work, err := os.MkdirTemp("", "stalefuzz-truth-table-")
-	if err != nil {
-		return exitError{exitHarness, err}
-	}
-	defer os.RemoveAll(work)
-	abs, bin, err := prepare(ctx, stderr, file, work, false)
-	if err != nil {
-		return err
-	}
 	opts, err := json.Marshal(o)
 	if err != nil {
 		return exitError{exitHarness, err}
 	}
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^TestTruthTable$", "-test.v", "-test.timeout=0")
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_TRUTH_TABLE="+string(opts))
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(&buf, stderr), stderr
-	runErr := cmd.Run()
-	line, ok := parseTruthTable(buf.String())
+	got, runErr, err := runDriverTest(ctx, stderr, file, "TestTruthTable", "STALEFUZZ_TRUTH_TABLE="+string(opts))
+	if err != nil {
+		return err
+	}
+	line, ok := parseLine[driver.TruthTableLine](got, driver.TruthTablePrefix)
 	if !ok {
 		return exitError{exitHarness, fmt.Errorf("the truth table of %s was not made (%v); its output is above", file, runErr)}
 	}
@@ -99,17 +86,4 @@ func truthTableMarkdown(file string, o fuzz.TruthTableOptions, line driver.Truth
 		"`—` when none fired; harness errors are counted apart and are never findings; `n/a`: that setting's no-fault run gave no such anchor.\n\n")
 	b.WriteString(line.Markdown)
 	return b.String()
-}
-
-// parseTruthTable finds the driver's table in its output.
-func parseTruthTable(out string) (driver.TruthTableLine, bool) {
-	for _, l := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(l, driver.TruthTablePrefix); ok {
-			var line driver.TruthTableLine
-			if json.Unmarshal([]byte(rest), &line) == nil {
-				return line, true
-			}
-		}
-	}
-	return driver.TruthTableLine{}, false
 }
