@@ -56,7 +56,8 @@ type Cell struct {
 	Judged, HarnessErrors int
 	// ByOracle counts the judged runs with a violation of each oracle that
 	// was not a known finding; Known, per Known.Why, the judged runs whose
-	// every violation was a known finding.
+	// every violation was a known finding (shown by Why up to its first
+	// colon).
 	ByOracle map[string]int `json:",omitempty"`
 	Known    map[string]int `json:",omitempty"`
 	// First is one message per oracle, from the first run that raised it.
@@ -108,7 +109,10 @@ func (c *Cell) String() string {
 		parts = append(parts, fmt.Sprintf("**%s %d/%d**", o, c.ByOracle[o], c.Judged))
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Known)) {
-		parts = append(parts, fmt.Sprintf("known (%s) %d/%d", k, c.Known[k], c.Judged))
+		// A known finding by its name: Known.Why up to its first colon
+		// ("finding 2: a Job stamped from …" → "finding 2").
+		name, _, _ := strings.Cut(k, ":")
+		parts = append(parts, fmt.Sprintf("known (%s) %d/%d", name, c.Known[k], c.Judged))
 	}
 	if len(parts) == 0 {
 		if c.Judged == 0 {

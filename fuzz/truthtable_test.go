@@ -9,7 +9,7 @@ import (
 )
 
 func TestTruthTableCells(t *testing.T) {
-	known := []Known{{Oracle: "count", Message: "live Jobs", Why: "finding 1"}}
+	known := []Known{{Oracle: "count", Message: "live Jobs", Why: "finding 1: Jobs beyond maxReplicaCount (README.md)"}}
 	var c Cell
 	c.add(&Result{}, nil)
 	c.add(&Result{Violations: []Violation{{Oracle: "count", Message: "4 live Jobs"}}}, known)
