@@ -3,7 +3,7 @@
 // (target.yaml): a queue of bare Pods counted by the kubernetes-workload
 // scaler drives one ScaledJob polled every second, with
 // kube-controller-manager's Job controller and the kubelet stand-in
-// running the Jobs; the queue drains at t+3.5 s so that runs settle. Its
+// running the Jobs; the queue drains at t+4.5 s so that runs settle. Its
 // oracles: count (Jobs per ScaledJob), end state (the Jobs and the
 // ScaledJob), crash, storm; both findings are declared known
 // (oracles.known), so that campaigns search past them, and TestFalseAlarms
