@@ -23,18 +23,7 @@ import (
 // controllers' log as alarm-N.log (N its number, from 1), for telling an
 // oracle's error from a bug the latency brought out.
 func MeasureFalseAlarms(ctx context.Context, path string, n int, progress io.Writer, dir string) (fuzz.FalseAlarms, error) {
-	t, err := Load(path)
-	if err != nil {
-		return fuzz.FalseAlarms{}, err
-	}
-	if err := Prepare(ctx, t, progress); err != nil {
-		return fuzz.FalseAlarms{}, err
-	}
-	s, err := t.Scenario()
-	if err != nil {
-		return fuzz.FalseAlarms{}, err
-	}
-	env, err := fuzz.NewEnv(s)
+	_, env, err := prepareEnv(ctx, path, progress)
 	if err != nil {
 		return fuzz.FalseAlarms{}, err
 	}
@@ -61,6 +50,27 @@ func MeasureFalseAlarms(ctx context.Context, path string, n int, progress io.Wri
 	}
 	f, err := env.MeasureFalseAlarms(ctx, n, 1, report)
 	return f, errors.Join(err, saveErr, env.Stop())
+}
+
+// prepareEnv loads and prepares the target file at path (its build's
+// progress to progress) and starts its Env, which the caller stops.
+func prepareEnv(ctx context.Context, path string, progress io.Writer) (*Target, *fuzz.Env, error) {
+	t, err := Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := Prepare(ctx, t, progress); err != nil {
+		return nil, nil, err
+	}
+	s, err := t.Scenario()
+	if err != nil {
+		return nil, nil, err
+	}
+	env, err := fuzz.NewEnv(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, env, nil
 }
 
 // FalseAlarmsTB is what CheckFalseAlarms needs of a test (*testing.T).

@@ -18,18 +18,7 @@ import (
 // writes. Progress (the build, then each cell) goes to progress (nil:
 // nowhere).
 func MeasureTruthTable(ctx context.Context, path string, o fuzz.TruthTableOptions, progress io.Writer) (fuzz.TruthTable, error) {
-	t, err := Load(path)
-	if err != nil {
-		return fuzz.TruthTable{}, err
-	}
-	if err := Prepare(ctx, t, progress); err != nil {
-		return fuzz.TruthTable{}, err
-	}
-	s, err := t.Scenario()
-	if err != nil {
-		return fuzz.TruthTable{}, err
-	}
-	env, err := fuzz.NewEnv(s)
+	t, env, err := prepareEnv(ctx, path, progress)
 	if err != nil {
 		return fuzz.TruthTable{}, err
 	}
