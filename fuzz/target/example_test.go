@@ -2,6 +2,7 @@ package target_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
@@ -49,6 +50,25 @@ func ExampleTarget_Input() {
 		}
 		if len(res.Violations) == 0 {
 			t.Errorf("schedule %s: the finding no longer reproduces\n%s", sched, res.Report())
+		}
+	}
+}
+
+// A target's truth table from Go, as `stalefuzz truth-table` makes it: each
+// realistic one-fault pattern at the first two knob settings, twice a cell,
+// written as Markdown with the settings named by the file's values.
+func ExampleMeasureTruthTable() {
+	_ = func(t *testing.T) {
+		tg, err := target.Load("target.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt, err := target.MeasureTruthTable(context.Background(), "target.yaml", fuzz.TruthTableOptions{Runs: 2, Settings: 2}, os.Stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("patterns.md", []byte(tt.Markdown(tg.Setting)), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
