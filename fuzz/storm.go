@@ -53,8 +53,8 @@ func writersSince(tr trace.Trace, since time.Time) []string {
 }
 
 // flapping finds a field of one object that successful writes from since
-// on set back to a value it had held StormFlaps times or more, and
-// describes it.
+// on set back to a value it had held StormFlaps times or more, the last of
+// them a return, and describes it.
 func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 	type field struct {
 		obj  trace.Object
@@ -64,6 +64,9 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 		values  []string // distinct consecutive values, in write order
 		returns int
 		clients []string
+		// lastNew says the last value written had not been held before:
+		// the field ended on progress, not on a return.
+		lastNew bool
 	}
 	reqs := slices.Clone(tr.Requests)
 	slices.SortStableFunc(reqs, func(a, b trace.Request) int { return a.Start.Compare(b.Start) })
@@ -84,7 +87,8 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 			if n := len(h.values); n > 0 && h.values[n-1] == v {
 				continue
 			}
-			if slices.Contains(h.values, v) {
+			h.lastNew = !slices.Contains(h.values, v)
+			if !h.lastNew {
 				h.returns++
 			}
 			h.values = append(h.values, v)
@@ -95,7 +99,13 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 	}
 	for _, f := range order {
 		h := hs[f]
-		if h.returns < StormFlaps {
+		// A field that circled and then took a value it had never held
+		// made progress: what kept the run from settling was that late
+		// write, not the circle (KEDA campaign 7: a ScaledJob's conditions
+		// dropped and initialized again three times after a restart, then
+		// set to Active False by the poll after the queue drained, too
+		// late for the settle budget).
+		if h.returns < StormFlaps || h.lastNew {
 			continue
 		}
 		shown := h.values

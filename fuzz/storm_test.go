@@ -38,6 +38,8 @@ func TestStormJudgesOnlyWhatGetsNowhere(t *testing.T) {
 	}{
 		{"a field set back and forth", []string{"x", "y", "a", "b", "a", "b", "a"}, "spec.x was set back to a value it had held 3 times"},
 		{"two returns are not yet a circle", []string{"x", "y", "a", "b", "a", "b"}, ""},
+		{"a circle that ended on a new value", []string{"x", "y", "a", "b", "a", "b", "a", "c"}, ""},
+		{"a circle that went on after a new value", []string{"x", "y", "a", "b", "a", "b", "a", "c", "a"}, "spec.x was set back to a value it had held 4 times"},
 		{"a slow controller's progress", []string{"a", "b", "c", "d", "e", "f"}, ""},
 		{"409 after 409", []string{"a", "409", "409", "409", "409"}, "3 met 409 Conflict"},
 		{"circles before the faults were over do not count", []string{"a", "b", "a", "b", "a", "c"}, ""},
