@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,6 +170,12 @@ func summarize(w io.Writer, target, scenario, dir string, took time.Duration) {
 		fmt.Fprintf(w, "stalefuzz: %s: %d executions had only known findings (not findings, the campaign went on past them; each listed in %s):", scenario, k, filepath.Join(dir, knownFile))
 		writeKnown(w, k, byWhy)
 		fmt.Fprintln(w)
+		// Matched by message only: the kept inputs tell a look-alike
+		// from the known cause.
+		inputs := KnownInputs(dir)
+		for _, why := range slices.Sorted(maps.Keys(inputs)) {
+			fmt.Fprintf(w, "stalefuzz: %s: kept (input and trace, the first %d a worker ran into) of %q: %s\n", scenario, KnownKept, why, strings.Join(inputs[why], ", "))
+		}
 	}
 	// Each worker's start, by part: where a campaign's first minute went.
 	eachStats(dir, func(s string) {

@@ -123,7 +123,8 @@ func Fuzz(f *testing.F, s Scenario) {
 		env.Ready.References = time.Since(began)
 	}
 	var execs, harnessErrs, knownHits int
-	var phases Phases // summed over the executions that could be judged
+	keptKnown := map[string]int{} // executions kept per known finding (keepKnown)
+	var phases Phases             // summed over the executions that could be judged
 	began := time.Now()
 	f.Fuzz(func(t *testing.T, input []byte) {
 		if !shard.Owns(s, input) {
@@ -189,7 +190,7 @@ func Fuzz(f *testing.F, s Scenario) {
 		if known != nil {
 			// Counted, and the input kept as interesting (its features
 			// include the violation), but the campaign goes on.
-			logKnown(sched, known)
+			logKnown(sched, known, keepKnown(res, s.Name, input, known, keptKnown))
 			return
 		}
 		files := writeFinding(res, s.Name, input)

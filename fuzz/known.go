@@ -69,11 +69,54 @@ func (s Scenario) knownIndex(v Violation) int {
 
 const knownFile = "known.log"
 
-// logKnown appends an execution that had only known findings to known.log
-// in the campaign's directory, one line per finding: "<why>\t<schedule>".
-func logKnown(sched Schedule, ks []Known) {
+// KnownKept is how many executions of each known finding a fuzz worker
+// keeps the files of (keepKnown), the first it runs into.
+const KnownKept = 3
+
+// keepKnown keeps an execution that had only the known findings ks, when
+// this worker has kept fewer than KnownKept of one of them (kept counts
+// them, by Why): its input as a corpus entry and its trace, in the
+// findings directory, named known-<scenario>-<hash>. A known finding is
+// matched by its message only, and another cause can write the same
+// message: the input lets a person replay it (stalefuzz replay judges it
+// as a finding) and the trace lets them read which path it took. It
+// returns the input's path, "" when none was written.
+func keepKnown(res *Result, scenario string, input []byte, ks []Known, kept map[string]int) string {
+	want := false
 	for _, k := range ks {
-		appendLine(knownFile, k.Why+"\t"+sched.String())
+		want = want || kept[k.Why] < KnownKept
+	}
+	if !want {
+		return ""
+	}
+	for _, k := range ks {
+		kept[k.Why]++
+	}
+	dir := findingsDir()
+	name, err := reserveFinding(dir, "known-"+findingName(scenario, input))
+	if err != nil {
+		return ""
+	}
+	if _, err := res.WriteTrace(dir, name); err != nil {
+		return ""
+	}
+	path, _, err := writeCorpusEntry(dir, name, input)
+	if err != nil {
+		return ""
+	}
+	return path
+}
+
+// logKnown appends an execution that had only known findings to known.log
+// in the campaign's directory, one line per finding: "<why>\t<schedule>",
+// and "\t<input>" when its files were kept (keepKnown).
+func logKnown(sched Schedule, ks []Known, input string) {
+	for _, k := range ks {
+		line := k.Why + "\t" + sched.String()
+		if input != "" {
+			line += "\t" + input
+		}
+		appendLine(knownFile, line)
 	}
 }
 
@@ -100,6 +143,23 @@ func writeKnown(w io.Writer, executions int, byWhy map[string]int) {
 	if sum > executions {
 		fmt.Fprintf(w, " (%d in all: an execution with more than one counts under each)", sum)
 	}
+}
+
+// KnownInputs reads known.log in a campaign directory and returns, per
+// Known's Why, the inputs of the executions whose files were kept
+// (keepKnown), in the order they ran.
+func KnownInputs(dir string) map[string][]string {
+	b, err := os.ReadFile(filepath.Join(dir, knownFile))
+	if err != nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Split(line, "\t"); len(f) == 3 && f[2] != "" {
+			out[f[0]] = append(out[f[0]], f[2])
+		}
+	}
+	return out
 }
 
 // KnownHits sums, over the workers' stats files in a campaign directory,

@@ -64,9 +64,9 @@ func TestSummaryCountsKnownFindings(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(campaignEnv, dir)
 	writeStats("s", Readiness{}, 40, 1, 3, time.Minute, Phases{})
-	logKnown(Schedule{}, []Known{twoKeys})
-	logKnown(Schedule{}, []Known{twoKeys})
-	logKnown(Schedule{}, []Known{{Why: "finding 2"}})
+	logKnown(Schedule{}, []Known{twoKeys}, "")
+	logKnown(Schedule{}, []Known{twoKeys}, "")
+	logKnown(Schedule{}, []Known{{Why: "finding 2"}}, "")
 	if n, h, w := Stats(dir); n != 40 || h != 1 || w != 1 {
 		t.Fatalf("Stats = %d, %d, %d; want 40, 1, 1", n, h, w)
 	}
@@ -81,7 +81,7 @@ func TestSummaryCountsKnownFindings(t *testing.T) {
 	// A fourth execution had both: 3 + 2 lines in known.log for 4
 	// executions, and the summary says why they add up to more.
 	writeStats("s", Readiness{}, 41, 1, 4, time.Minute, Phases{})
-	logKnown(Schedule{}, []Known{twoKeys, {Why: "finding 2"}})
+	logKnown(Schedule{}, []Known{twoKeys, {Why: "finding 2"}}, "")
 	b.Reset()
 	summarize(&b, "FuzzS", "s", dir, time.Minute)
 	if want := "s: 4 executions had only known findings (not findings, the campaign went on past them; each listed in " + filepath.Join(dir, knownFile) + "): finding 1 ×3; finding 2 ×2; (5 in all: an execution with more than one counts under each)\n"; !strings.Contains(b.String(), want) {
@@ -94,5 +94,59 @@ func TestSummaryCountsKnownFindings(t *testing.T) {
 	// coordinator made is kept for it.
 	if !keep(dir) {
 		t.Error("a campaign directory with a known.log is removed at the campaign's end")
+	}
+}
+
+// A campaign keeps the input and trace of the first KnownKept executions of
+// each known finding a worker runs into, so that a person can tell a
+// look-alike (another cause writing the same message) from the known cause;
+// known.log and the summary name the inputs.
+func TestKeepKnown(t *testing.T) {
+	findings, camp := t.TempDir(), t.TempDir()
+	t.Setenv("STALEFUZZ_FINDINGS", findings)
+	t.Setenv(campaignEnv, camp)
+	reissue := Known{Oracle: "count", Message: "live CertificateRequests at once", Why: "finding 2"}
+	kept := map[string]int{}
+	var paths []string
+	for i := range KnownKept + 1 {
+		input := []byte{byte(i), 1, 2}
+		res := &Result{Violations: []Violation{{Oracle: "count", Message: "ca had 2 live Secrets at once"}}}
+		p := keepKnown(res, "s", input, []Known{twoKeys}, kept)
+		logKnown(Schedule{}, []Known{twoKeys}, p)
+		if i == KnownKept {
+			if p != "" {
+				t.Errorf("execution %d of one known finding kept (%s), want the first %d only", i+1, p, KnownKept)
+			}
+			break
+		}
+		if p == "" {
+			t.Fatalf("execution %d of a known finding not kept", i+1)
+		}
+		got, err := ReadCorpusEntry(p)
+		if err != nil || !reflect.DeepEqual(got, input) {
+			t.Errorf("kept input %s = %v, %v; want %v", p, got, err, input)
+		}
+		if _, err := os.Stat(strings.TrimSuffix(p, ".input") + ".jsonl"); err != nil {
+			t.Errorf("trace of kept execution %d: %v", i+1, err)
+		}
+		paths = append(paths, p)
+	}
+	// Another known finding in the same execution as an exhausted one is
+	// still kept, once.
+	p := keepKnown(&Result{}, "s", []byte("both"), []Known{twoKeys, reissue}, kept)
+	if p == "" {
+		t.Fatal("an execution with a known finding not yet kept was not kept")
+	}
+	logKnown(Schedule{}, []Known{twoKeys, reissue}, p)
+	got := KnownInputs(camp)
+	want := map[string][]string{"finding 1": append(paths, p), "finding 2": {p}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("KnownInputs = %v, want %v", got, want)
+	}
+	writeStats("s", Readiness{}, 10, 0, KnownKept+2, time.Minute, Phases{})
+	var b strings.Builder
+	summarize(&b, "FuzzS", "s", camp, time.Minute)
+	if want := `kept (input and trace, the first 3 a worker ran into) of "finding 2": ` + p; !strings.Contains(b.String(), want) {
+		t.Errorf("summary %q lacks %q", b.String(), want)
 	}
 }

@@ -301,6 +301,7 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	fmt.Fprintf(stdout, "\nfigures: %d executions, %v wall clock in all (builds and control plane start included)\n", execs, elapsed)
 	keepLogs(stdout, camp, findings, time.Now())
 	known, _ := fuzz.KnownHits(camp)
+	keptKnown(stdout, camp, c.file)
 	var result error
 	verdict := "none"
 	switch m := keepRE.FindStringSubmatch(out); {
@@ -346,6 +347,18 @@ func keepLogs(stdout io.Writer, camp, findings string, now time.Time) {
 				fmt.Fprintf(stdout, "figures: %d lines of %s (not findings): %s\n", strings.Count(string(b), "\n"), l.what, kept)
 			}
 		}
+	}
+}
+
+// keptKnown says, per known finding, which executions' inputs and traces
+// the campaign kept (fuzz.KnownInputs) and how to replay one: a known
+// finding is matched by its message only, and another cause can write it.
+func keptKnown(stdout io.Writer, camp, file string) {
+	inputs := fuzz.KnownInputs(camp)
+	for _, why := range slices.Sorted(maps.Keys(inputs)) {
+		in := inputs[why]
+		fmt.Fprintf(stdout, "figures: %d executions kept of the known finding %q (input, and its trace beside it): %s\n  tell it from a look-alike: read the trace, or stalefuzz replay %s %s --count 20\n",
+			len(in), why, strings.Join(in, ", "), file, in[0])
 	}
 }
 

@@ -82,6 +82,23 @@ func TestKeepLogs(t *testing.T) {
 	}
 }
 
+// TestKeptKnown: the output names the executions of each known finding the
+// campaign kept (known.log's third field) and the replay that judges one.
+func TestKeptKnown(t *testing.T) {
+	camp := t.TempDir()
+	known := "finding 1\t{gates:0}\t/f/known-a.input\nfinding 1\t{gates:1}\t/f/known-b.input\nfinding 1\t{gates:1}\nfinding 2\t{gates:0}\n"
+	if err := os.WriteFile(filepath.Join(camp, "known.log"), []byte(known), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	keptKnown(&stdout, camp, "target.yaml")
+	want := "figures: 2 executions kept of the known finding \"finding 1\" (input, and its trace beside it): /f/known-a.input, /f/known-b.input\n" +
+		"  tell it from a look-alike: read the trace, or stalefuzz replay target.yaml /f/known-a.input --count 20\n"
+	if stdout.String() != want {
+		t.Errorf("output %q, want %q", stdout.String(), want)
+	}
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
