@@ -19,6 +19,9 @@ import (
 type FalseAlarms struct {
 	// Executions judged, and those that could not be (harness errors).
 	Executions, HarnessErrors int
+	// HarnessError is the first harness error, with its execution and
+	// schedule: why executions could not be judged.
+	HarnessError string `json:",omitempty"`
 	// Unsettled are the judged executions that never settled: the oracles
 	// that judge a settled run only (end state, convergence) did not
 	// judge them.
@@ -89,6 +92,9 @@ func (f *FalseAlarms) add(i int, sched Schedule, res *Result, known []Known) {
 func (f FalseAlarms) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d executions judged (%d harness errors, not counted", f.Executions, f.HarnessErrors)
+	if f.HarnessError != "" {
+		fmt.Fprintf(&b, "; the first: %s", f.HarnessError)
+	}
 	if f.Unsettled > 0 {
 		fmt.Fprintf(&b, "; %d never settled, so no end state judged", f.Unsettled)
 	}
@@ -146,6 +152,9 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progre
 		res, err := e.Run(ctx, sched)
 		if err != nil {
 			f.HarnessErrors++
+			if f.HarnessError == "" {
+				f.HarnessError = fmt.Sprintf("execution %d: schedule %s: %v", i+1, sched, err)
+			}
 			res = nil
 		} else {
 			f.add(i+1, sched, res, e.s.knownOnly(res.Violations))

@@ -31,6 +31,12 @@ func TestFalseAlarmsAdd(t *testing.T) {
 	if f.Unsettled != 1 || !strings.Contains(f.String(), "3 executions judged (0 harness errors, not counted; 1 never settled, so no end state judged)") {
 		t.Errorf("1 of 3 executions unsettled: counted %d, figure %q", f.Unsettled, f)
 	}
+	// Why executions could not be judged is said with the count.
+	h := f
+	h.HarnessErrors, h.HarnessError = 2, "execution 4: schedule die=1: start controllers in ns: context deadline exceeded"
+	if want := "(2 harness errors, not counted; the first: execution 4: schedule die=1: start controllers in ns: context deadline exceeded; 1 never settled"; !strings.Contains(h.String(), want) {
+		t.Errorf("figure %q lacks %q", h, want)
+	}
 	if want := "schedule " + sched.String() + ": ca had 2"; f.First["count"] != want {
 		t.Errorf("first count message %q, want %q", f.First["count"], want)
 	}
