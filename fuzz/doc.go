@@ -122,7 +122,8 @@
 // because its writes got nowhere while the quiet period would have
 // elapsed without them, or set a field back and forth, once the faults were over, while its reference runs
 // settled; judged instead of
-// being a harness error), and the scenario's own Checks. A violation is
+// being a harness error, except for a schedule with no fault, which is
+// the reference runs' own and can only have met a slower machine), and the scenario's own Checks. A violation is
 // reported with the schedule in readable form, the oracle's message naming
 // object and field, a timeline, the blind-write audit of its writes (package
 // proxy/audit: each write's kind, lock and call site, and every blind write

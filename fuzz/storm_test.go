@@ -1,11 +1,14 @@
 package fuzz
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
@@ -90,6 +93,27 @@ func TestRetryBackoffFollowsClientGosRateLimiter(t *testing.T) {
 	} {
 		if got := retryBackoff(c.failing); got != c.want {
 			t.Errorf("retryBackoff(%v) = %v, want %v", c.failing, got, c.want)
+		}
+	}
+}
+
+// A run that never settled is a storm only when its schedule has a fault
+// to blame: a no-fault schedule that does not settle where the reference
+// runs did met a slower machine, and stays a harness error.
+func TestStormNeedsAFault(t *testing.T) {
+	knobs := map[string]int{"action": 2}
+	e := &Env{learnedRefs: map[string]*learned{fmt.Sprint(knobs): {settled: true}}}
+	for _, c := range []struct {
+		name  string
+		steps []Step
+		want  bool
+	}{
+		{"no fault", nil, false},
+		{"a relist", []Step{{Client: "c", Action: proxy.Expire, Length: time.Second}}, true},
+	} {
+		res := &Result{Schedule: Schedule{Knobs: knobs, Steps: c.steps}, storm: "its controllers kept writing without progress"}
+		if got := e.judgeStorm(context.Background(), res); got != c.want || (len(res.Violations) > 0) != c.want {
+			t.Errorf("%s: judged a storm %v (violations %v), want %v", c.name, got, res.Violations, c.want)
 		}
 	}
 }
