@@ -174,7 +174,7 @@ func summarize(w io.Writer, target, scenario, dir string, took time.Duration) {
 		// from the known cause.
 		inputs := KnownInputs(dir)
 		for _, why := range slices.Sorted(maps.Keys(inputs)) {
-			fmt.Fprintf(w, "stalefuzz: %s: kept (input and trace, the first %d a worker ran into) of %q: %s\n", scenario, KnownKept, why, strings.Join(inputs[why], ", "))
+			fmt.Fprintf(w, "stalefuzz: %s: kept (input, trace and log, the first %d a worker ran into) of %q: %s\n", scenario, KnownKept, why, strings.Join(inputs[why], ", "))
 		}
 	}
 	// Each worker's start, by part: where a campaign's first minute went.

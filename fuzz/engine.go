@@ -424,6 +424,9 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		return res, harness("execution in %s overran its %v budget", ns, budget)
 	}
 	res.Trace = e.proxy.Trace().Since(trace.Cursor{})
+	if r := relayFailure(res.Trace); r != nil {
+		return res, harness("the proxy could not relay %s's %s at t+%.2fs and answered 502 itself (the apiserver may have applied it): %s", r.Client, describeRequest(*r), r.Start.Sub(x.mark).Seconds(), r.RelayError)
+	}
 	for _, k := range counters {
 		res.counts = append(res.counts, k.peaks())
 	}
@@ -448,6 +451,39 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		return res, harness("execution in %s overran its %v budget while checking", ns, budget)
 	}
 	return res, nil
+}
+
+// relayFailure returns the first request in tr that the proxy could not
+// relay while its client waited (trace.Request.RelayError): its client got
+// a 502 that no apiserver gave, which no fault asked for, so the execution
+// cannot be judged; nil when there is none.
+func relayFailure(tr trace.Trace) *trace.Request {
+	for i := range tr.Requests {
+		if tr.Requests[i].RelayError != "" {
+			return &tr.Requests[i]
+		}
+	}
+	return nil
+}
+
+// describeRequest names a request as a person reads it: "create jobs
+// ns/name" or "patch scaledjobs/status ns/name".
+func describeRequest(r trace.Request) string {
+	res := r.Resource
+	if res == "" {
+		res = r.Path
+	}
+	if r.Subresource != "" {
+		res += "/" + r.Subresource
+	}
+	obj := r.Name
+	switch {
+	case r.Namespace != "" && r.Name != "":
+		obj = r.Namespace + "/" + r.Name
+	case r.Namespace != "":
+		obj = "in " + r.Namespace
+	}
+	return strings.TrimSpace(r.Verb + " " + res + " " + obj)
 }
 
 // restarts restarts a client whenever one of its restart steps' Freeze or

@@ -123,8 +123,8 @@ func Fuzz(f *testing.F, s Scenario) {
 		env.Ready.References = time.Since(began)
 	}
 	var execs, harnessErrs, knownHits int
-	keptKnown := map[string]int{} // executions kept per known finding (keepKnown)
-	var phases Phases             // summed over the executions that could be judged
+	var keptKnown knownKept
+	var phases Phases // summed over the executions that could be judged
 	began := time.Now()
 	f.Fuzz(func(t *testing.T, input []byte) {
 		if !shard.Owns(s, input) {
@@ -190,7 +190,7 @@ func Fuzz(f *testing.F, s Scenario) {
 		if known != nil {
 			// Counted, and the input kept as interesting (its features
 			// include the violation), but the campaign goes on.
-			logKnown(sched, known, keepKnown(res, s.Name, input, known, keptKnown))
+			logKnown(sched, known, keptKnown.keep(res, s.Name, input, known))
 			return
 		}
 		files := writeFinding(res, s.Name, input)

@@ -70,27 +70,39 @@ func (s Scenario) knownIndex(v Violation) int {
 const knownFile = "known.log"
 
 // KnownKept is how many executions of each known finding a fuzz worker
-// keeps the files of (keepKnown), the first it runs into.
+// keeps the files of (knownKept.keep), the first it runs into.
 const KnownKept = 3
 
-// keepKnown keeps an execution that had only the known findings ks, when
-// this worker has kept fewer than KnownKept of one of them (kept counts
-// them, by Why): its input as a corpus entry and its trace, in the
-// findings directory, named known-<scenario>-<hash>. A known finding is
-// matched by its message only, and another cause can write the same
-// message: the input lets a person replay it (stalefuzz replay judges it
-// as a finding) and the trace lets them read which path it took. It
-// returns the input's path, "" when none was written.
-func keepKnown(res *Result, scenario string, input []byte, ks []Known, kept map[string]int) string {
-	want := false
-	for _, k := range ks {
-		want = want || kept[k.Why] < KnownKept
+// knownKept counts what a fuzz worker kept of its known findings'
+// executions (knownKept.keep).
+type knownKept struct {
+	byWhy  map[string]int  // executions kept per Known's Why
+	inputs map[string]bool // inputs kept: one run again is not kept twice
+}
+
+// keep keeps an execution that had only the known findings ks, when
+// this worker has kept fewer than KnownKept of one of them and not this
+// input already: its input as a corpus entry, its trace and the
+// controllers' log, in the findings directory, named
+// known-<scenario>-<hash>. A known finding is matched by its message only,
+// and another cause can write the same message: the input lets a person
+// replay it (stalefuzz replay judges it as a finding) and the trace lets
+// them read which path it took. It returns the input's path, "" when none
+// was written.
+func (k *knownKept) keep(res *Result, scenario string, input []byte, ks []Known) string {
+	if k.byWhy == nil {
+		k.byWhy, k.inputs = map[string]int{}, map[string]bool{}
 	}
-	if !want {
+	want := false
+	for _, kn := range ks {
+		want = want || k.byWhy[kn.Why] < KnownKept
+	}
+	if !want || k.inputs[string(input)] {
 		return ""
 	}
-	for _, k := range ks {
-		kept[k.Why]++
+	k.inputs[string(input)] = true
+	for _, kn := range ks {
+		k.byWhy[kn.Why]++
 	}
 	dir := findingsDir()
 	name, err := reserveFinding(dir, "known-"+findingName(scenario, input))
@@ -100,6 +112,7 @@ func keepKnown(res *Result, scenario string, input []byte, ks []Known, kept map[
 	if _, err := res.WriteTrace(dir, name); err != nil {
 		return ""
 	}
+	_, _ = res.WriteLogs(dir, name)
 	path, _, err := writeCorpusEntry(dir, name, input)
 	if err != nil {
 		return ""
@@ -109,7 +122,7 @@ func keepKnown(res *Result, scenario string, input []byte, ks []Known, kept map[
 
 // logKnown appends an execution that had only known findings to known.log
 // in the campaign's directory, one line per finding: "<why>\t<schedule>",
-// and "\t<input>" when its files were kept (keepKnown).
+// and "\t<input>" when its files were kept (knownKept.keep).
 func logKnown(sched Schedule, ks []Known, input string) {
 	for _, k := range ks {
 		line := k.Why + "\t" + sched.String()
@@ -147,7 +160,7 @@ func writeKnown(w io.Writer, executions int, byWhy map[string]int) {
 
 // KnownInputs reads known.log in a campaign directory and returns, per
 // Known's Why, the inputs of the executions whose files were kept
-// (keepKnown), in the order they ran.
+// (knownKept.keep), in the order they ran.
 func KnownInputs(dir string) map[string][]string {
 	b, err := os.ReadFile(filepath.Join(dir, knownFile))
 	if err != nil {

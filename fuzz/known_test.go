@@ -106,12 +106,12 @@ func TestKeepKnown(t *testing.T) {
 	t.Setenv("STALEFUZZ_FINDINGS", findings)
 	t.Setenv(campaignEnv, camp)
 	reissue := Known{Oracle: "count", Message: "live CertificateRequests at once", Why: "finding 2"}
-	kept := map[string]int{}
+	var kept knownKept
 	var paths []string
 	for i := range KnownKept + 1 {
 		input := []byte{byte(i), 1, 2}
 		res := &Result{Violations: []Violation{{Oracle: "count", Message: "ca had 2 live Secrets at once"}}}
-		p := keepKnown(res, "s", input, []Known{twoKeys}, kept)
+		p := kept.keep(res, "s", input, []Known{twoKeys})
 		logKnown(Schedule{}, []Known{twoKeys}, p)
 		if i == KnownKept {
 			if p != "" {
@@ -133,9 +133,15 @@ func TestKeepKnown(t *testing.T) {
 	}
 	// Another known finding in the same execution as an exhausted one is
 	// still kept, once.
-	p := keepKnown(&Result{}, "s", []byte("both"), []Known{twoKeys, reissue}, kept)
+	p := kept.keep(&Result{}, "s", []byte("both"), []Known{twoKeys, reissue})
 	if p == "" {
 		t.Fatal("an execution with a known finding not yet kept was not kept")
+	}
+	if again := kept.keep(&Result{}, "s", []byte("both"), []Known{reissue}); again != "" {
+		t.Errorf("an input run again kept twice: %s", again)
+	}
+	if _, err := os.Stat(strings.TrimSuffix(p, ".input") + ".log"); err != nil {
+		t.Errorf("controllers' log of a kept execution: %v", err)
 	}
 	logKnown(Schedule{}, []Known{twoKeys, reissue}, p)
 	got := KnownInputs(camp)
@@ -146,7 +152,7 @@ func TestKeepKnown(t *testing.T) {
 	writeStats("s", Readiness{}, 10, 0, KnownKept+2, time.Minute, Phases{})
 	var b strings.Builder
 	summarize(&b, "FuzzS", "s", camp, time.Minute)
-	if want := `kept (input and trace, the first 3 a worker ran into) of "finding 2": ` + p; !strings.Contains(b.String(), want) {
+	if want := `kept (input, trace and log, the first 3 a worker ran into) of "finding 2": ` + p; !strings.Contains(b.String(), want) {
 		t.Errorf("summary %q lacks %q", b.String(), want)
 	}
 }

@@ -309,6 +309,9 @@ func (c *Client) errorHandler(w http.ResponseWriter, r *http.Request, err error)
 	}
 	if r.Context().Err() == nil {
 		c.p.Log.Info("proxy: upstream request failed", "client", c.Name, "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		if ex, _ := r.Context().Value(exchangeKey{}).(*exchange); ex != nil && !ex.done {
+			ex.rec.RelayError = err.Error()
+		}
 	}
 	w.WriteHeader(http.StatusBadGateway)
 }

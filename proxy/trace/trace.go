@@ -59,6 +59,12 @@ type Request struct {
 	FaultKind FaultKind `json:"faultKind,omitempty"`
 	// Fault says the same in words, for people: what was done and why.
 	Fault string `json:"fault,omitempty"`
+	// RelayError is why the proxy could not relay the request or its
+	// answer (the upstream connection failed, the answer could not be
+	// read) while its client was still waiting: the proxy answered 502
+	// Bad Gateway itself, and a write may have been applied all the same.
+	// No rule asked for it: an execution with one is not judged.
+	RelayError string `json:"relayError,omitempty"`
 	// Rule is the index of the rule that decided Fault; -1 or absent for
 	// none.
 	Rule *int `json:"rule,omitempty"`

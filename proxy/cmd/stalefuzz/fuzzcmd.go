@@ -357,9 +357,17 @@ func keptKnown(stdout io.Writer, camp, file string) {
 	inputs := fuzz.KnownInputs(camp)
 	for _, why := range slices.Sorted(maps.Keys(inputs)) {
 		in := inputs[why]
-		fmt.Fprintf(stdout, "figures: %d executions kept of the known finding %q (input, and its trace beside it): %s\n  tell it from a look-alike: read the trace, or stalefuzz replay %s %s --count 20\n",
-			len(in), why, strings.Join(in, ", "), file, in[0])
+		fmt.Fprintf(stdout, "figures: %s kept of the known finding %q (input, and its trace and log beside it): %s\n  tell it from a look-alike: read the trace, or stalefuzz replay %s %s --count 20\n",
+			executionsWord(len(in)), why, strings.Join(in, ", "), file, in[0])
 	}
+}
+
+// executionsWord is "1 execution" or "N executions".
+func executionsWord(n int) string {
+	if n == 1 {
+		return "1 execution"
+	}
+	return fmt.Sprintf("%d executions", n)
 }
 
 // runBinary runs cmd, copying its combined output line by line to w (each

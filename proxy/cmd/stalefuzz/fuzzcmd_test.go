@@ -92,7 +92,7 @@ func TestKeptKnown(t *testing.T) {
 	}
 	var stdout bytes.Buffer
 	keptKnown(&stdout, camp, "target.yaml")
-	want := "figures: 2 executions kept of the known finding \"finding 1\" (input, and its trace beside it): /f/known-a.input, /f/known-b.input\n" +
+	want := "figures: 2 executions kept of the known finding \"finding 1\" (input, and its trace and log beside it): /f/known-a.input, /f/known-b.input\n" +
 		"  tell it from a look-alike: read the trace, or stalefuzz replay target.yaml /f/known-a.input --count 20\n"
 	if stdout.String() != want {
 		t.Errorf("output %q, want %q", stdout.String(), want)
