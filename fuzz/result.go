@@ -300,6 +300,9 @@ func (r *Result) Timeline(max int) []string {
 			what += "/" + q.Subresource
 		}
 		txt := fmt.Sprintf("write  %-18s %-6s %-34s %-9s -> %d", q.Client, q.Verb, what, occ, q.Code)
+		if q.Abandoned {
+			txt = fmt.Sprintf("write  %-18s %-6s %-34s %-9s -> abandoned by its client (may have been applied)", q.Client, q.Verb, what, occ)
+		}
 		if q.ReturnedRV != "" {
 			txt += " rv=" + q.ReturnedRV
 		}

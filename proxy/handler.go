@@ -307,9 +307,15 @@ func (c *Client) errorHandler(w http.ResponseWriter, r *http.Request, err error)
 		<-r.Context().Done()        // the answer never comes; the client is killed
 		panic(http.ErrAbortHandler) // and if it is not, it gets none at all
 	}
-	if r.Context().Err() == nil {
+	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	switch {
+	case r.Context().Err() != nil:
+		if ex != nil && !ex.done {
+			ex.rec.Abandoned = true
+		}
+	default:
 		c.p.Log.Info("proxy: upstream request failed", "client", c.Name, "method", r.Method, "path", r.URL.Path, "error", err.Error())
-		if ex, _ := r.Context().Value(exchangeKey{}).(*exchange); ex != nil && !ex.done {
+		if ex != nil && !ex.done {
 			ex.rec.RelayError = err.Error()
 		}
 	}

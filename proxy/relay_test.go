@@ -25,8 +25,13 @@ import (
 // execution whose controllers met a failure no apiserver gave.
 func TestRelayError(t *testing.T) {
 	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
+		switch r.Method {
+		case http.MethodPost:
 			panic(http.ErrAbortHandler) // the connection drops before the answer
+		case http.MethodPut:
+			_, _ = io.Copy(io.Discard, r.Body) // read whole: a closed connection then ends the context
+			<-r.Context().Done()               // no answer until the client gives up
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","resourceVersion":"5"}}`)
@@ -72,7 +77,29 @@ func TestRelayError(t *testing.T) {
 	if get.Code != http.StatusOK || get.RelayError != "" {
 		t.Errorf("get: code %d, relay error %q; want 200 and none", get.Code, get.RelayError)
 	}
-	if create.Code != http.StatusBadGateway || create.RelayError == "" {
-		t.Errorf("create: code %d, relay error %q; want 502 and why", create.Code, create.RelayError)
+	if create.Code != http.StatusBadGateway || create.RelayError == "" || create.Abandoned {
+		t.Errorf("create: code %d, relay error %q, abandoned %v; want 502 and why, not abandoned", create.Code, create.RelayError, create.Abandoned)
+	}
+
+	// A client that gives up on its own write (a controller cancelling its
+	// call) abandoned it: no relay error, which would make the execution a
+	// harness error.
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	_, err = cs.CoreV1().ConfigMaps("ns").Update(short, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "5"}}, metav1.UpdateOptions{})
+	if err == nil {
+		t.Fatal("update with a cancelled context succeeded")
+	}
+	var update *trace.Request
+	for deadline := time.Now().Add(5 * time.Second); update == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		tr = p.Trace().Since(trace.Cursor{})
+		for i, r := range tr.Requests {
+			if r.Verb == "update" {
+				update = &tr.Requests[i]
+			}
+		}
+	}
+	if update == nil || !update.Abandoned || update.RelayError != "" {
+		t.Errorf("update given up by its client: %+v, want abandoned with no relay error", update)
 	}
 }

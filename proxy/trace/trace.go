@@ -65,6 +65,12 @@ type Request struct {
 	// Bad Gateway itself, and a write may have been applied all the same.
 	// No rule asked for it: an execution with one is not judged.
 	RelayError string `json:"relayError,omitempty"`
+	// Abandoned says the client gave up on the request (its context ended:
+	// a controller cancelling its own call, or a client killed by a
+	// restart) before the answer came: Code is what the proxy wrote to no
+	// one, and a write may have been applied all the same (its watch event
+	// tells).
+	Abandoned bool `json:"abandoned,omitempty"`
 	// Rule is the index of the rule that decided Fault; -1 or absent for
 	// none.
 	Rule *int `json:"rule,omitempty"`
