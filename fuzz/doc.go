@@ -109,7 +109,12 @@
 // failed or changed nothing outnumber those that changed an object: a cache
 // that never catches up); otherwise the run is a harness error
 // (HarnessError.Unsettled), run again in a regression run and skipped while
-// fuzzing. So is a Differential run that never settled.
+// fuzzing. So is a Differential run that never settled, and a run in
+// which the proxy could not relay a request while its client waited for the
+// answer (trace.Request.RelayError: a 502 of the harness's, which no rule
+// asked for). A request its client gave up on is recorded as abandoned
+// (trace.Request.Abandoned): a controller's own cancellation, which a real
+// apiserver may still apply, is judged as usual.
 //
 // Oracles: convergence and stuck (Scenario.Converge), lost update
 // (Scenario.LostUpdates), differential against a no-lag reference run
