@@ -6,7 +6,7 @@ GO ?= go
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-assets: ## build kube-apiserver, etcd and kube-controller-manager from Go modules into the envtest store (idempotent; ~7 min cold, +2-6 min for kube-controller-manager)
+assets: ## build kube-apiserver, etcd, kube-controller-manager and kube-scheduler from Go modules into the envtest store (idempotent; ~7 min cold, +2-6 min for kube-controller-manager, +1 min for kube-scheduler)
 	@hack/assets.sh >/dev/null
 
 source-controller: ## build FluxCD source-controller v1.9.3 from its Go module, as scenarios/fluxcd/target.yaml declares it, and download its CRDs (idempotent; ~5 min cold)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# assets.sh builds the envtest control plane (kube-apiserver and etcd) and
-# kube-controller-manager from Go
+# assets.sh builds the envtest control plane (kube-apiserver and etcd),
+# kube-controller-manager and kube-scheduler from Go
 # modules, because setup-envtest cannot download release archives on machines
 # without internet access. Binaries go to the setup-envtest store layout, outside
 # the repository, so a store that setup-envtest already filled is reused and a
@@ -72,9 +72,12 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
 done
 
-# kube-apiserver, and kube-controller-manager (the target of scenarios/kcm) from
-# the same tools module, so both are built from one set of module versions.
-for cmd in kube-apiserver kube-controller-manager; do
+# kube-apiserver, kube-controller-manager (the target of scenarios/kcm and the
+# builtins of target files) and kube-scheduler (target files' builtins, where
+# Pods must be bound to a Node) from the same tools module, so all three are
+# built from one set of module versions.
+cmds=(kube-apiserver kube-controller-manager kube-scheduler)
+for cmd in "${cmds[@]}"; do
 	if have "$cmd" "Kubernetes ${K8S_VERSION}"; then
 		log "$cmd ${K8S_VERSION} present in $dir"
 	else
@@ -84,7 +87,7 @@ for cmd in kube-apiserver kube-controller-manager; do
 done
 
 have etcd "etcd Version: ${ETCD_VERSION#v}" || { log "etcd in $dir does not report ${ETCD_VERSION}"; exit 1; }
-for cmd in kube-apiserver kube-controller-manager; do
+for cmd in "${cmds[@]}"; do
 	have "$cmd" "Kubernetes ${K8S_VERSION}" || { log "$cmd in $dir does not report ${K8S_VERSION}"; exit 1; }
 done
 echo "$dir"

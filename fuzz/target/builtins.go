@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,9 +28,17 @@ import (
 // as when Builtins name controllers.
 const ControllerManagerClient = "kube-controller-manager"
 
+// SchedulerClient is the proxy client kube-scheduler runs as when
+// Builtins.Scheduler is set.
+const SchedulerClient = "kube-scheduler"
+
+// NodeName is the Node kube-scheduler binds Pods to when Builtins.Scheduler
+// is set.
+const NodeName = "stalefuzz"
+
 // Builtins are what a cluster runs beside the controllers under test and
-// envtest does not: kube-controller-manager's controllers, and a kubelet
-// stand-in.
+// envtest does not: kube-controller-manager's controllers, kube-scheduler,
+// and a kubelet stand-in.
 type Builtins struct {
 	// Controllers are kube-controller-manager's --controllers names
 	// ("job", "replicaset", "deployment", "statefulset",
@@ -49,9 +58,24 @@ type Builtins struct {
 	// Watches are the resources whose watches kube-controller-manager must
 	// have synced before the workload starts ("jobs", "pods").
 	Watches []string `yaml:"watches"`
+	// Scheduler, when set, runs kube-scheduler (make assets builds it
+	// beside kube-controller-manager, from the same modules) in each
+	// execution, as the proxy client SchedulerClient (faults act on it too),
+	// with leader election off and no listener, and waits for its Pods and
+	// Nodes watches to sync before the workload starts. It binds Pods to one
+	// Node, NodeName: Ready, untainted, with room for any Pod, made by the
+	// first execution in a control plane and kept for its life (it is
+	// cluster-scoped, and every execution schedules onto it). No kubelet
+	// renews its Lease: kube-controller-manager's nodelifecycle controller
+	// would mark it NotReady once its grace period (longer than an
+	// execution) ran out. With Scheduler set, the kubelet stand-in runs a
+	// Pod only once it is bound. Zero: no scheduler, and the stand-in runs
+	// every Pod as it appears, unbound.
+	Scheduler bool `yaml:"scheduler"`
 	// Kubelet, when set, stands in for the kubelet: every Pod of the
-	// execution's namespace is marked Running and Ready as it appears (no
-	// container runs), straight to the apiserver (not through the proxy).
+	// execution's namespace is marked Running and Ready as it appears (as
+	// it is bound, with Scheduler), no container running, straight to the
+	// apiserver (not through the proxy).
 	Kubelet *Kubelet `yaml:"kubelet"`
 }
 
@@ -114,10 +138,7 @@ func (b *Builtins) awaitCurrent() []schema.GroupVersionKind {
 // for one execution.
 func (t *Target) startBuiltins(ctx context.Context, x *fuzz.Exec) error {
 	b := t.Builtins
-	if b == nil {
-		return nil
-	}
-	if len(b.Controllers) == 0 {
+	if b == nil || (len(b.Controllers) == 0 && !b.Scheduler) {
 		return nil
 	}
 	// The serviceaccount controller's work, which envtest does not do:
@@ -129,6 +150,14 @@ func (t *Target) startBuiltins(ctx context.Context, x *fuzz.Exec) error {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	if _, err := cs.CoreV1().ServiceAccounts(x.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("unable to create serviceaccount %s/default: %w", x.Namespace, err)
+	}
+	if b.Scheduler {
+		if err := startScheduler(ctx, x, cs); err != nil {
+			return err
+		}
+	}
+	if len(b.Controllers) == 0 {
+		return nil
 	}
 	bin := controlplane.ControllerManagerBinary()
 	if _, err := os.Stat(bin); err != nil {
@@ -156,6 +185,80 @@ func (t *Target) startBuiltins(ctx context.Context, x *fuzz.Exec) error {
 		if err := x.WaitForWatch(ctx, ControllerManagerClient, res); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// startScheduler makes the Node, if this control plane has none yet, and
+// starts kube-scheduler for one execution.
+func startScheduler(ctx context.Context, x *fuzz.Exec, cs kubernetes.Interface) error {
+	if err := ensureNode(ctx, cs); err != nil {
+		return err
+	}
+	bin := controlplane.SchedulerBinary()
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("kube-scheduler not found at %s (run `make assets`, or set STALEFUZZ_KUBE_SCHEDULER): %w", bin, err)
+	}
+	kubeconfig, err := x.Kubeconfig(SchedulerClient)
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--v=2",
+	}
+	if err := x.Command(SchedulerClient, exec.Command(bin, args...)); err != nil {
+		return fmt.Errorf("unable to start kube-scheduler: %w", err)
+	}
+	for _, res := range []string{"nodes", "pods"} {
+		if err := x.WaitForWatch(ctx, SchedulerClient, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureNode makes the Node kube-scheduler binds Pods to, Ready and with
+// room for any Pod, unless it is there already.
+func ensureNode(ctx context.Context, cs kubernetes.Interface) error {
+	n, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		n, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:   NodeName,
+			Labels: map[string]string{corev1.LabelHostname: NodeName, corev1.LabelOSStable: "linux"},
+		}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("unable to get or create node %s: %w", NodeName, err)
+	}
+	if len(n.Spec.Taints) > 0 {
+		// The apiserver's NodeTaint admission taints a new Node
+		// node.kubernetes.io/not-ready, which the nodelifecycle
+		// controller removes once the Node is Ready: its work here.
+		n.Spec.Taints = nil
+		if n, err = cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("unable to remove the taints of node %s: %w", NodeName, err)
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	room := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("1000"),
+		corev1.ResourceMemory: resource.MustParse("1Ti"),
+		corev1.ResourcePods:   resource.MustParse("10000"),
+	}
+	n.Status.Capacity, n.Status.Allocatable = room, room
+	n.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "stalefuzz's kubelet stand-in", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+	}}
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("unable to mark node %s Ready: %w", NodeName, err)
 	}
 	return nil
 }
@@ -199,8 +302,9 @@ func (t *Target) startKubelet(ctx context.Context, x *fuzz.Exec) error {
 		}
 		return nil
 	}
+	bound := t.Builtins.Scheduler // Pods run once bound
 	run := func(ctx context.Context, p *corev1.Pod) error {
-		if p.DeletionTimestamp != nil || seen[p.UID] {
+		if p.DeletionTimestamp != nil || seen[p.UID] || (bound && p.Spec.NodeName == "") {
 			return nil
 		}
 		seen[p.UID] = true
@@ -238,7 +342,7 @@ func (t *Target) startKubelet(ctx context.Context, x *fuzz.Exec) error {
 					break // an ERROR event: watch again from rv
 				}
 				rv = p.ResourceVersion
-				if ev.Type != watch.Added {
+				if ev.Type != watch.Added && (!bound || ev.Type != watch.Modified) {
 					continue
 				}
 				if err := run(ctx, p); err != nil {

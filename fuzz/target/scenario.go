@@ -27,6 +27,9 @@ func (t *Target) Clients() []string {
 	if t.Builtins != nil && len(t.Builtins.Controllers) > 0 {
 		out = append(out, ControllerManagerClient)
 	}
+	if t.Builtins != nil && t.Builtins.Scheduler {
+		out = append(out, SchedulerClient)
+	}
 	return out
 }
 

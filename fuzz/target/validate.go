@@ -123,6 +123,8 @@ func (t *Target) validate(p *positions) error {
 			bad(fmt.Errorf("controller %q declared twice", c.Name), "controllers", i, "name")
 		case c.Name == ControllerManagerClient:
 			bad(fmt.Errorf("%q is the builtins' kube-controller-manager's client: name your controller otherwise", c.Name), "controllers", i, "name")
+		case c.Name == SchedulerClient:
+			bad(fmt.Errorf("%q is the builtins' kube-scheduler's client: name your controller otherwise", c.Name), "controllers", i, "name")
 		}
 		seen[c.Name] = true
 		switch {

@@ -75,6 +75,20 @@ func ControllerManagerBinary() string {
 	return filepath.Join(dir, "kube-controller-manager")
 }
 
+// SchedulerBinary is the kube-scheduler make assets built (hack/assets.sh):
+// $STALEFUZZ_KUBE_SCHEDULER, else next to kube-apiserver in
+// $KUBEBUILDER_ASSETS or DefaultAssetsDir.
+func SchedulerBinary() string {
+	if b := os.Getenv("STALEFUZZ_KUBE_SCHEDULER"); b != "" {
+		return b
+	}
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		dir = DefaultAssetsDir()
+	}
+	return filepath.Join(dir, "kube-scheduler")
+}
+
 // assetsDirName names a version's directory in the setup-envtest store:
 // "1.37.1-darwin-arm64".
 func assetsDirName(goos, goarch string) string {

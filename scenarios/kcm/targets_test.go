@@ -126,3 +126,48 @@ func TestFalseAlarmsNodeLifecycle(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedulerTargetFile runs targets/deployment-scheduled.yaml (the
+// Deployment and ReplicaSet controllers, kube-scheduler and the kubelet
+// stand-in) against the real apiserver: without faults kube-scheduler binds
+// both Pods to the builtins' Node, the stand-in runs them, the Deployment
+// becomes kstatus Current and the run settles with no violation; with a
+// nodeSelector no Node matches, kube-scheduler binds nothing, the stand-in
+// runs nothing, and the run never settles, naming the Deployment that is
+// not Current.
+func TestSchedulerTargetFile(t *testing.T) {
+	tg, err := target.Load("targets/deployment-scheduled.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := target.StartEnv(t, tg)
+	for _, c := range []struct {
+		host     int
+		bindings int
+		current  bool
+	}{{0, 2, true}, {1, 0, false}} {
+		t.Run(tg.Knobs[0].Values[c.host], func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"host": c.host}}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			bindings := 0
+			for _, r := range res.Trace.Requests {
+				if r.Client == target.SchedulerClient && r.Verb == "create" && r.Resource == "pods" && r.Subresource == "binding" && r.Code == 201 {
+					bindings++
+				}
+			}
+			if bindings != c.bindings {
+				t.Errorf("schedule %s: kube-scheduler bound %d Pods, want %d\n%s", sched, bindings, c.bindings, res.Report())
+			}
+			notCurrent := strings.Join(res.NotCurrent, "; ")
+			if c.current && (!res.Settled || len(res.Violations) > 0) {
+				t.Errorf("schedule %s: settled %v (not Current: %s), violations %v, want a settled run with none\n%s", sched, res.Settled, notCurrent, res.Violations, res.Report())
+			}
+			if !c.current && (res.Settled || !strings.Contains(notCurrent, "Deployment") || !strings.Contains(notCurrent, "web")) {
+				t.Errorf("schedule %s: settled %v, not Current: %q; want an unsettled run naming Deployment web\n%s", sched, res.Settled, notCurrent, res.Report())
+			}
+		})
+	}
+}
