@@ -23,7 +23,10 @@
 // replica i of controller c is client c-i; a single replica is client c),
 // with a kubeconfig that admits it to its listener only, given the way the
 // target says (an environment variable, KUBECONFIG by default, or a flag),
-// and the execution's namespace in NamespaceEnv when set. The workload's
+// and the execution's namespace in NamespaceEnv when set; in the Go form a
+// controller may instead run in-process, a controller-runtime manager on
+// which Controller.Setup registers its reconcilers (fuzz.Exec.StartManager).
+// The workload's
 // objects are created in the execution's namespace (their own namespace, if
 // any, is replaced) through the engine's direct client, so that the
 // lost-update oracle knows what the workload wrote. Knob references,

@@ -5,6 +5,12 @@ import (
 	"os"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 )
@@ -25,6 +31,34 @@ func Example() {
 		CRDs:     []string{"github.com/fluxcd/source-controller@v1.9.3:config/crd/bases"},
 		Workload: []target.Step{{Apply: &target.Apply{File: "gitrepository.yaml"}}},
 		Oracles:  target.Oracles{Converge: &target.Kind{APIVersion: "source.toolkit.fluxcd.io/v1", Kind: "GitRepository"}},
+	}
+	_ = t // in a fuzz test: s, err := t.Scenario(); fuzz.Fuzz(f, s)
+}
+
+// A controller run in-process (the Go form only): its reconciler registered
+// on the manager the engine makes for each execution (and again at each
+// restart a fault asks for), the knob "mode" read from the execution.
+// scenarios/contention's TestTargetInProcess is a complete one.
+func ExampleController() {
+	modes := []string{"optimistic", "blind"}
+	t := &target.Target{
+		Name:   "mirror",
+		Scheme: scheme.Scheme, // add your CRDs' Go types to your own
+		Controllers: []target.Controller{{
+			Name:    "mirror",
+			Watches: []string{"configmaps"},
+			Setup: func(ctx context.Context, x *fuzz.Exec, mgr manager.Manager) error {
+				mode := modes[x.Knob("mode")]
+				return ctrl.NewControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Complete(
+					reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+						_ = mode // reconcile req with mgr.GetClient()
+						return reconcile.Result{}, nil
+					}))
+			},
+		}},
+		Knobs:    []target.Knob{{Name: "mode", Values: modes}},
+		Workload: []target.Step{{Apply: &target.Apply{File: "configmap.yaml"}}},
+		Oracles:  target.Oracles{LostUpdates: []string{"data.desired"}},
 	}
 	_ = t // in a fuzz test: s, err := t.Scenario(); fuzz.Fuzz(f, s)
 }

@@ -182,7 +182,10 @@ type positions struct {
 // and indexes ("controllers", 0, "command"): the deepest part of the path
 // the file has.
 func (p *positions) at(err error, path ...any) *Error {
-	n, line := p.root, p.root.Line
+	n, line := p.root, 0 // a Target built in Go has no file: no root, no line
+	if n != nil {
+		line = n.Line
+	}
 	var field strings.Builder
 	for _, part := range path {
 		switch k := part.(type) {

@@ -1,10 +1,14 @@
 package target_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 )
 
@@ -89,6 +93,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad port name", `"--watch-namespace=${namespace}"`, `"--addr=:${port.Metrics}"`, []string{"bad.yaml:6:", "${port.Metrics}: want ${port.NAME}"}},
 		{"known finding of no oracle", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known: [{oracle: lost-updates, message: x, why: y}]", []string{"bad.yaml:23:", "oracles.known[0]", `oracle "lost-updates": want one of convergence, count, crash, end-state, lost-update, storm, stuck`}},
 		{"known finding without why", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known:\n    - {oracle: lost-update, message: x}", []string{"bad.yaml:24:", "oracles.known[0]", "want why"}},
+		{"controller named as the scheduler", "  - name: ctl", "  - name: kube-scheduler", []string{"bad.yaml:3:", "controllers[0].name", `"kube-scheduler" is the builtins' kube-scheduler's client`}},
 		{"git fixture without dir", "oracles:", "fixtures:\n  git: [{name: repo}]\noracles:", []string{"bad.yaml:22:", "fixtures.git[0].dir", "want dir"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,5 +115,24 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestValidateSetup: an in-process controller (Controller.Setup, the Go
+// form's) is a controller of its own, and one with a command too is
+// refused.
+func TestValidateSetup(t *testing.T) {
+	tg, err := target.Parse("good.yaml", "/dir", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := func(context.Context, *fuzz.Exec, manager.Manager) error { return nil }
+	tg.Controllers[0].Command, tg.Controllers[0].Setup = nil, setup
+	if err := tg.Validate(); err != nil {
+		t.Errorf("an in-process controller refused: %v", err)
+	}
+	tg.Controllers[0].Command = []string{"python3", "ctl.py"}
+	if err := tg.Validate(); err == nil || !strings.Contains(err.Error(), "Setup (in-process) and a command or go: want one") {
+		t.Errorf("Setup and a command: got %v, want an error naming both", err)
 	}
 }

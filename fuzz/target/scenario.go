@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 )
@@ -53,6 +54,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 	}
 	s := fuzz.Scenario{
 		Name:                t.Name,
+		Scheme:              t.Scheme,
 		Clients:             t.Clients(),
 		Resources:           t.resources(),
 		Objects:             t.Faults.Objects,
@@ -210,6 +212,8 @@ func (t *Target) processes() ([]process, error) {
 	for i, c := range t.Controllers {
 		var path string
 		switch {
+		case c.Setup != nil:
+			// in-process: no binary
 		case c.Go != "":
 			p, err := t.binary(c.Go)
 			if err != nil {
@@ -241,6 +245,12 @@ func (t *Target) start(ctx context.Context, x *fuzz.Exec, procs []process) error
 	}
 	for _, p := range procs {
 		for _, client := range p.c.clients() {
+			if setup := p.c.Setup; setup != nil {
+				if err := x.StartManager(ctx, client, func(mgr manager.Manager) error { return setup(ctx, x, mgr) }); err != nil {
+					return fmt.Errorf("unable to start controller %s: %w", client, err)
+				}
+				continue
+			}
 			kubeconfig, err := x.Kubeconfig(client)
 			if err != nil {
 				return err

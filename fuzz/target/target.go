@@ -1,7 +1,13 @@
 package target
 
 import (
+	"context"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
 )
 
 // Target is one controller under test, as a target file declares it. Its
@@ -21,8 +27,13 @@ type Target struct {
 	Controllers []Controller `yaml:"controllers"`
 
 	// Builtins run beside the controllers: kube-controller-manager's
-	// controllers and a kubelet stand-in. Zero: none.
+	// controllers, kube-scheduler and a kubelet stand-in. Zero: none.
 	Builtins *Builtins `yaml:"builtins"`
+
+	// Scheme, in the Go form only, holds the types in-process controllers
+	// (Controller.Setup) and the engine's clients use: the CRDs' Go types.
+	// Zero: client-go's.
+	Scheme *runtime.Scheme `yaml:"-"`
 
 	// CRDs are CRD manifests: files, directories, or a path inside a Go
 	// module ("module@version:config/crd/bases"). Zero: none.
@@ -56,8 +67,18 @@ type Controller struct {
 
 	// Command is the command line: its first element a path (relative to
 	// the target's Dir when it contains a slash) or a name looked up in
-	// PATH. Exactly one of Command and Go.
+	// PATH. Exactly one of Command, Go and Setup.
 	Command []string `yaml:"command"`
+
+	// Setup, in the Go form only, runs the controller in-process instead
+	// of as a process: a controller-runtime manager as this controller's
+	// proxy client (fuzz.Exec.StartManager: its cache scoped to the
+	// execution's namespace, no leader election or listeners, its log kept
+	// in the execution's), on which Setup registers the reconcilers; x.Knob
+	// gives the index of a knob's value in Knob.Values. A restart stops the
+	// manager and runs Setup on a new one. Args, Env, Kubeconfig and
+	// NamespaceEnv do not apply.
+	Setup func(ctx context.Context, x *fuzz.Exec, mgr manager.Manager) error `yaml:"-"`
 
 	// Go is a main package at a version, "module/path/cmd@v1.2.3", or a
 	// directory of the target's, "./dir" or "../dir" (relative to Dir), that

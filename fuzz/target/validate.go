@@ -128,10 +128,12 @@ func (t *Target) validate(p *positions) error {
 		}
 		seen[c.Name] = true
 		switch {
-		case len(c.Command) == 0 && c.Go == "":
+		case len(c.Command) == 0 && c.Go == "" && c.Setup == nil:
 			bad(errors.New("want command (a command line) or go (module/path/cmd@version)"), "controllers", i)
 		case len(c.Command) > 0 && c.Go != "":
 			bad(errors.New("both command and go: want one"), "controllers", i, "go")
+		case c.Setup != nil && (len(c.Command) > 0 || c.Go != ""):
+			bad(errors.New("Setup (in-process) and a command or go: want one"), "controllers", i)
 		case c.Go != "" && !validGo(c.Go):
 			bad(fmt.Errorf("want module/path/cmd@version or a directory ./dir, got %q", c.Go), "controllers", i, "go")
 		}
