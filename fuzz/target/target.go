@@ -183,11 +183,14 @@ type Patch struct {
 }
 
 // Wait waits until an object exists and, where JSONPath is set, until the
-// value at JSONPath equals Value. Zero Timeout: 5s.
+// value at JSONPath equals Value; with Current, until kstatus says it is
+// Current (sigs.k8s.io/cli-utils: its status says its spec is done, as Flux
+// and kpt wait for it). Zero Timeout: 5s.
 type Wait struct {
 	Object   `yaml:",inline"`
 	JSONPath string `yaml:"jsonPath"`
 	Value    string `yaml:"value"`
+	Current  bool   `yaml:"current"`
 	Timeout  string `yaml:"timeout"`
 }
 

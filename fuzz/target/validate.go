@@ -269,6 +269,9 @@ func (t *Target) validateStep(s Step, bad func(error, ...any), refs func(string,
 		if s.Wait.Value != "" && s.Wait.JSONPath == "" {
 			bad(errors.New("value without jsonPath: say where the value is (jsonPath: '{.status.phase}')"), "wait", "value")
 		}
+		if s.Wait.Current && s.Wait.JSONPath != "" {
+			bad(errors.New("current and jsonPath: want one (current waits for kstatus Current, jsonPath for a value)"), "wait", "current")
+		}
 		refs(s.Wait.Value, false, "wait", "value")
 		if s.Wait.Timeout != "" {
 			if d, err := parseDuration(s.Wait.Timeout); err != nil || d > 6*time.Second {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/jsonpath"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -219,6 +220,15 @@ func wait(ctx context.Context, x *fuzz.Exec, w *Wait, sub func(string) string) e
 		cur.SetGroupVersionKind(u.GroupVersionKind())
 		err := x.Direct.Get(ctx, client.ObjectKeyFromObject(u), cur)
 		switch {
+		case err == nil && w.Current:
+			r, err := kstatus.Compute(cur)
+			if err != nil {
+				return fmt.Errorf("wait for %s %s: kstatus: %w", u.GetKind(), u.GetName(), err)
+			}
+			if r.Status == kstatus.CurrentStatus {
+				return nil
+			}
+			last = fmt.Sprintf("%s (%s)", r.Status, r.Message)
 		case err == nil && jp == nil:
 			return nil
 		case err == nil:
@@ -235,7 +245,11 @@ func wait(ctx context.Context, x *fuzz.Exec, w *Wait, sub func(string) string) e
 		}
 		if time.Now().After(deadline) {
 			// A wait paces the workload; the oracles judge the controllers.
-			x.Logf("workload", "wait for %s %s %s = %q: %v after %v (last: %s); going on with the next step", u.GetKind(), u.GetName(), w.JSONPath, want, errTimeout, timeout, last)
+			what := fmt.Sprintf("%s = %q", w.JSONPath, want)
+			if w.Current {
+				what = "kstatus Current"
+			}
+			x.Logf("workload", "wait for %s %s %s: %v after %v (last: %s); going on with the next step", u.GetKind(), u.GetName(), what, errTimeout, timeout, last)
 			return nil
 		}
 		if err := sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {

@@ -131,10 +131,11 @@ func TestFalseAlarmsNodeLifecycle(t *testing.T) {
 // Deployment and ReplicaSet controllers, kube-scheduler and the kubelet
 // stand-in) against the real apiserver: without faults kube-scheduler binds
 // both Pods to the builtins' Node, the stand-in runs them, the Deployment
-// becomes kstatus Current and the run settles with no violation; with a
-// nodeSelector no Node matches, kube-scheduler binds nothing, the stand-in
-// runs nothing, and the run never settles, naming the Deployment that is
-// not Current.
+// becomes kstatus Current (the workload's wait for it ends) and the run
+// settles with no violation; with a nodeSelector no Node matches,
+// kube-scheduler binds nothing, the stand-in runs nothing, the workload's
+// wait for the Deployment to be Current times out, and the run never
+// settles, naming the Deployment that is not Current.
 func TestSchedulerTargetFile(t *testing.T) {
 	tg, err := target.Load("targets/deployment-scheduled.yaml")
 	if err != nil {
@@ -160,6 +161,15 @@ func TestSchedulerTargetFile(t *testing.T) {
 			}
 			if bindings != c.bindings {
 				t.Errorf("schedule %s: kube-scheduler bound %d Pods, want %d\n%s", sched, bindings, c.bindings, res.Report())
+			}
+			waited := true // the workload's wait for kstatus Current ended in time
+			for _, l := range res.Logs.Lines {
+				if l.Client == "workload" && strings.Contains(l.Text, "wait for Deployment web kstatus Current") {
+					waited = false
+				}
+			}
+			if waited != c.current {
+				t.Errorf("schedule %s: the workload's wait for the Deployment to be Current ended in time: %v, want %v", sched, waited, c.current)
 			}
 			notCurrent := strings.Join(res.NotCurrent, "; ")
 			if c.current && (!res.Settled || len(res.Violations) > 0) {
