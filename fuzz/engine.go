@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -908,6 +909,7 @@ func (e *Env) primeRESTMappings() error {
 // MaxReferenceSettings settings, one run each, as long as one is missing.
 func (e *Env) warmUp(ctx context.Context) error {
 	clients, resources := map[string]bool{}, map[string]bool{}
+	requested := map[string]bool{} // every resource the declared clients requested
 	var tried []map[string]int
 	for i, knobs := range knobSettings(e.s.Knobs, MaxReferenceSettings) {
 		if i > 0 && len(clients) == len(e.s.Clients) && len(resources) == len(e.s.Resources) {
@@ -921,6 +923,9 @@ func (e *Env) warmUp(ctx context.Context) error {
 		for _, r := range res.Trace.Requests {
 			if slices.Contains(e.s.Clients, r.Client) {
 				clients[r.Client] = true
+				if r.Resource != "" {
+					requested[r.Resource] = true
+				}
 			}
 			if slices.Contains(e.s.Resources, r.Resource) {
 				resources[r.Resource] = true
@@ -935,7 +940,7 @@ func (e *Env) warmUp(ctx context.Context) error {
 	}
 	for _, r := range e.s.Resources {
 		if !resources[r] {
-			errs = append(errs, fmt.Errorf("declared resource %q was requested by no client in runs without lag at knob settings %v, so no lag step can act on it: %s", r, tried, e.servedAs(r)))
+			errs = append(errs, fmt.Errorf("declared resource %q was requested by no client in runs without lag at knob settings %v, so no lag step can act on it: %s (the clients requested: %s)", r, tried, e.servedAs(r), strings.Join(slices.Sorted(maps.Keys(requested)), ", ")))
 		}
 	}
 	return errors.Join(errs...)

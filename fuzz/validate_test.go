@@ -155,6 +155,7 @@ func TestWarmUpFindsUndeclaredUse(t *testing.T) {
 		`declared resource "configmap" was requested by no client`, `did you mean "configmaps" (/v1, Resource=configmaps)?`,
 		`declared resource "configmapz" was requested by no client`, "the apiserver serves no resource of that name",
 		`declared resource "secrets" was requested by no client`, "the apiserver serves it (/v1, Resource=secrets)",
+		"(the clients requested: configmaps)",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("NewEnv: error lacks %q:\n%v", want, err)
