@@ -34,7 +34,8 @@
 // next one does. Objects outside the namespace (cluster-scoped ones such as
 // Nodes, or Leases in kube-node-lease) are declared in Scenario.Scopes: lag
 // steps on their resources act where they live, and the sweep removes every
-// object of theirs that was not there when NewEnv began. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
+// object of theirs that was not there when NewEnv began; so does it for the
+// cluster-scoped kinds of Scenario.Sweep, which no fault acts on. Its phases have budgets (StartBudget, DriveBudget, SettleBudget,
 // StopBudget) that, with the schedule bounds, keep it under Budget (8 s) by
 // construction, below go test -fuzz's 10 s limit; the controllers' start may
 // also take what of the lag budget its schedule leaves unused, so that a slow

@@ -164,6 +164,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
+	scopes = append(scopes, e.swept(scopes)...)
 	if err := e.sweep.keepScoped(context.Background(), scopes); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}

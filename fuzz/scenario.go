@@ -52,6 +52,16 @@ type Scenario struct {
 	// every resource lives in the execution's namespace.
 	Scopes map[string]string
 
+	// Sweep are kinds whose objects live outside the execution's
+	// namespace (cluster-scoped ones: ClusterRoles, ClusterIssuers) that
+	// executions create but faults need not act on: as for the resources
+	// of Scopes, each execution's sweep removes every object of theirs that
+	// was not there when NewEnv began, so that no execution meets another's.
+	// A namespaced kind here is swept with the namespace anyway, and a kind
+	// the apiserver does not serve when NewEnv begins (a CRD a controller
+	// installs later) is left out. Zero: none.
+	Sweep []schema.GroupVersionKind
+
 	// Knobs are settings the fuzzer chooses besides lag. Zero: none.
 	Knobs []Knob
 

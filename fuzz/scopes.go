@@ -65,6 +65,23 @@ func (e *Env) resolveScopes() ([]scoped, error) {
 	return out, errors.Join(errs...)
 }
 
+// swept resolves Scenario.Sweep: the cluster-scoped ones of its kinds that
+// the apiserver serves, less those of scopes.
+func (e *Env) swept(scopes []scoped) []scoped {
+	var out []scoped
+	for _, gvk := range e.s.Sweep {
+		m, err := e.direct.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil || m.Scope.Name() != meta.RESTScopeNameRoot {
+			continue // not served (yet), or namespaced: swept with the namespace
+		}
+		sc := scoped{gvr: m.Resource}
+		if !slices.Contains(scopes, sc) && !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
 // cachedNamespaces are the namespaces a manager's cache covers in an
 // execution in ns: ns and the namespaces of Scenario.Scopes.
 func (e *Env) cachedNamespaces(ns string) map[string]cache.Config {
@@ -107,9 +124,9 @@ func (s *sweeper) sweepScoped(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// ScopedObjects is what, of the resources of Scenario.Scopes, is in the
-// apiserver now and was not when NewEnv began: what the sweep after each
-// execution removes. For tests and figures.
+// ScopedObjects is what, of the resources of Scenario.Scopes and the kinds
+// of Scenario.Sweep, is in the apiserver now and was not when NewEnv began:
+// what the sweep after each execution removes. For tests and figures.
 func (e *Env) ScopedObjects(ctx context.Context) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, sc := range e.sweep.scopes {

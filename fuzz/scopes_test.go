@@ -11,8 +11,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -234,5 +236,61 @@ func TestScopesRestartOntoALaggingAPIServer(t *testing.T) {
 	}
 	if !rewound {
 		t.Errorf("the restarted controller's lists and watches of leases: %v, want a list in kube-node-lease served from before its write (%q)", lists, trace.FaultRewind)
+	}
+}
+
+// TestSweepKinds: the objects of a kind of Scenario.Sweep (a cluster-scoped
+// one, ClusterRoles) that an execution created are gone after it, with no
+// fault acting on them; one there before the Env is kept; a kind the
+// apiserver does not serve is left out, not refused.
+func TestSweepKinds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	ctx := context.Background()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	suffix := hex.EncodeToString(b)
+	plain, err := NewEnv(Scenario{Name: "plain", Start: noop, Drive: noop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.Stop() })
+	before := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "before-" + suffix}}
+	if err := plain.direct.Create(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.direct.Delete(context.Background(), before) })
+
+	mine := "execution-" + suffix
+	s := Scenario{
+		Name:  "sweep-kinds",
+		Start: noop,
+		Drive: func(ctx context.Context, x *Exec) error {
+			return x.Direct.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: mine}})
+		},
+		Sweep: []schema.GroupVersionKind{
+			rbacv1.SchemeGroupVersion.WithKind("ClusterRole"),
+			{Group: "example.com", Version: "v1", Kind: "NotServed"},
+		},
+	}
+	env, err := NewEnv(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	res, err := env.Run(ctx, Schedule{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SweepErr != nil {
+		t.Fatalf("sweep: %v", res.SweepErr)
+	}
+	var cr rbacv1.ClusterRole
+	if err := env.direct.Get(ctx, client.ObjectKey{Name: mine}, &cr); !apierrors.IsNotFound(err) {
+		t.Errorf("clusterrole %s, the execution's: %v, want it gone", mine, err)
+	}
+	if err := env.direct.Get(ctx, client.ObjectKeyFromObject(before), &cr); err != nil {
+		t.Errorf("clusterrole %s, there before the Env: %v, want it kept", before.Name, err)
 	}
 }

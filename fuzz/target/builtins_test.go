@@ -25,3 +25,17 @@ func TestAwaitCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestKinds: the kinds the apply steps create, each once, in order, with
+// those a knob chooses left out: what the engine sweeps when cluster-scoped.
+func TestKinds(t *testing.T) {
+	steps := []step{
+		{Step: Step{Apply: &Apply{}}, manifest: "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"},
+		{Step: Step{Patch: &Patch{}}},
+		{Step: Step{Apply: &Apply{}}, manifest: `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}`},
+		{Step: Step{Apply: &Apply{}}, manifest: "apiVersion: example.com/v1\nkind: ${kind}\nmetadata: {name: d}\n"},
+	}
+	if got, want := fmt.Sprint(kinds(steps)), "[rbac.authorization.k8s.io/v1, Kind=ClusterRole /v1, Kind=ConfigMap]"; got != want {
+		t.Errorf("kinds %s, want %s", got, want)
+	}
+}

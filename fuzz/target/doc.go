@@ -29,7 +29,9 @@
 // The workload's
 // objects are created in the execution's namespace (their own namespace, if
 // any, is replaced) through the engine's direct client, so that the
-// lost-update oracle knows what the workload wrote. Knob references,
+// lost-update oracle knows what the workload wrote; those that are
+// cluster-scoped are removed after each execution (fuzz.Scenario.Sweep), as
+// the namespace is. Knob references,
 // ${name} in any string of a step, a controller's args or env, are replaced
 // by the value the fuzzer chose for that execution; ${namespace} by the
 // execution's namespace (for a controller that takes it as a flag,

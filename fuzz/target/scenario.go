@@ -135,6 +135,9 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 	if err != nil {
 		return s, err
 	}
+	// The workload's cluster-scoped objects are removed after each
+	// execution, as its namespace is.
+	s.Sweep = kinds(steps)
 	s.Start = func(ctx context.Context, x *fuzz.Exec) error { return t.start(ctx, x, procs) }
 	s.Drive = func(ctx context.Context, x *fuzz.Exec) error {
 		if err := t.startKubelet(ctx, x); err != nil {

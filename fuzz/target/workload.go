@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/jsonpath"
@@ -46,6 +49,30 @@ func (t *Target) steps() ([]step, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// kinds are the kinds of the objects the apply steps create, in order, each
+// once (a document whose apiVersion or kind a knob chooses is left out).
+func kinds(steps []step) []schema.GroupVersionKind {
+	var out []schema.GroupVersionKind
+	for _, s := range steps {
+		if s.Apply == nil {
+			continue
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(s.manifest), 4096)
+		for {
+			var tm metav1.TypeMeta
+			if err := dec.Decode(&tm); err != nil {
+				break // the end, or a manifest apply will refuse with its error
+			}
+			gvk := tm.GroupVersionKind()
+			if gvk.Kind == "" || strings.Contains(tm.APIVersion+tm.Kind, "${") || slices.Contains(out, gvk) {
+				continue
+			}
+			out = append(out, gvk)
+		}
+	}
+	return out
 }
 
 // runSteps performs the workload in order, each step at its time.
