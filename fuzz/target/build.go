@@ -151,10 +151,16 @@ func fileExists(p string) bool {
 
 // Prepare builds every Go controller of t that is not cached yet and
 // downloads every module its CRDs name, saying what it does on progress
-// (nil: silent). Builds take minutes the first time and nothing after.
+// (nil: silent). Builds take minutes the first time and nothing after. It
+// refuses a target whose builtins need a binary that is not there
+// (kube-controller-manager, kube-scheduler), naming the command that builds
+// it.
 func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 	if progress == nil {
 		progress = io.Discard
+	}
+	if err := t.builtinBinaries(); err != nil {
+		return err
 	}
 	for i, c := range t.Controllers {
 		if c.Go == "" {

@@ -2,6 +2,7 @@ package target
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -187,6 +188,26 @@ func (t *Target) startBuiltins(ctx context.Context, x *fuzz.Exec) error {
 		}
 	}
 	return nil
+}
+
+// builtinBinaries checks that the binaries the builtins run are there.
+func (t *Target) builtinBinaries() error {
+	b := t.Builtins
+	if b == nil {
+		return nil
+	}
+	var errs []error
+	if len(b.Controllers) > 0 {
+		if bin := controlplane.ControllerManagerBinary(); !fileExists(bin) {
+			errs = append(errs, fmt.Errorf("target %s: builtins.controllers: kube-controller-manager not found at %s (run `make assets` in a stalefuzz checkout, or set STALEFUZZ_KUBE_CONTROLLER_MANAGER)", t.Name, bin))
+		}
+	}
+	if b.Scheduler {
+		if bin := controlplane.SchedulerBinary(); !fileExists(bin) {
+			errs = append(errs, fmt.Errorf("target %s: builtins.scheduler: kube-scheduler not found at %s (run `make assets` in a stalefuzz checkout, or set STALEFUZZ_KUBE_SCHEDULER)", t.Name, bin))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // startScheduler makes the Node, if this control plane has none yet, and

@@ -1,7 +1,11 @@
 package target
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +41,21 @@ func TestKinds(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(kinds(steps)), "[rbac.authorization.k8s.io/v1, Kind=ClusterRole /v1, Kind=ConfigMap]"; got != want {
 		t.Errorf("kinds %s, want %s", got, want)
+	}
+}
+
+// TestBuiltinBinaries: a target whose builtins need kube-scheduler is
+// refused by Prepare, before anything builds or starts, when the binary is
+// not there, naming the variable that points at another.
+func TestBuiltinBinaries(t *testing.T) {
+	t.Setenv("STALEFUZZ_KUBE_SCHEDULER", filepath.Join(t.TempDir(), "absent"))
+	tg := &Target{Name: "demo", Builtins: &Builtins{Scheduler: true}}
+	err := Prepare(context.Background(), tg, nil)
+	if err == nil || !strings.Contains(err.Error(), "builtins.scheduler: kube-scheduler not found") || !strings.Contains(err.Error(), "STALEFUZZ_KUBE_SCHEDULER") {
+		t.Errorf("Prepare: %v, want kube-scheduler named as missing", err)
+	}
+	t.Setenv("STALEFUZZ_KUBE_SCHEDULER", os.Args[0]) // any file that exists
+	if err := Prepare(context.Background(), tg, nil); err != nil {
+		t.Errorf("Prepare with the binary there: %v", err)
 	}
 }
