@@ -65,28 +65,24 @@ func DefaultAssetsDir() string {
 // (hack/assets.sh): $STALEFUZZ_KUBE_CONTROLLER_MANAGER, else next to
 // kube-apiserver in $KUBEBUILDER_ASSETS or DefaultAssetsDir.
 func ControllerManagerBinary() string {
-	if b := os.Getenv("STALEFUZZ_KUBE_CONTROLLER_MANAGER"); b != "" {
-		return b
-	}
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		dir = DefaultAssetsDir()
-	}
-	return filepath.Join(dir, "kube-controller-manager")
+	return assetBinary("STALEFUZZ_KUBE_CONTROLLER_MANAGER", "kube-controller-manager")
 }
 
 // SchedulerBinary is the kube-scheduler make assets built (hack/assets.sh):
 // $STALEFUZZ_KUBE_SCHEDULER, else next to kube-apiserver in
 // $KUBEBUILDER_ASSETS or DefaultAssetsDir.
-func SchedulerBinary() string {
-	if b := os.Getenv("STALEFUZZ_KUBE_SCHEDULER"); b != "" {
+func SchedulerBinary() string { return assetBinary("STALEFUZZ_KUBE_SCHEDULER", "kube-scheduler") }
+
+// assetBinary is $env, else name next to kube-apiserver.
+func assetBinary(env, name string) string {
+	if b := os.Getenv(env); b != "" {
 		return b
 	}
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
 		dir = DefaultAssetsDir()
 	}
-	return filepath.Join(dir, "kube-scheduler")
+	return filepath.Join(dir, name)
 }
 
 // assetsDirName names a version's directory in the setup-envtest store:
