@@ -23,25 +23,26 @@
 // replica i of controller c is client c-i; a single replica is client c),
 // with a kubeconfig that admits it to its listener only, given the way the
 // target says (an environment variable, KUBECONFIG by default, or a flag),
-// and the execution's namespace in NamespaceEnv when set; in the Go form a
+// and the execution's namespace in NamespaceEnv when set. A restart the
+// schedule asks for SIGKILLs the controller's process group (as an OOM kill
+// or an eviction past its grace period does: no shutdown hook runs) and runs
+// the same command again, with the same ${dir} and ports. In the Go form a
 // controller may instead run in-process, a controller-runtime manager on
 // which Controller.Setup registers its reconcilers (fuzz.Exec.StartManager).
-// The workload's
-// objects are created in the execution's namespace (their own namespace, if
-// any, is replaced) through the engine's direct client, so that the
-// lost-update oracle knows what the workload wrote; those that are
+// The workload's objects are created in the execution's namespace (their own
+// namespace, if any, is replaced) through the engine's direct client, so
+// that the lost-update oracle knows what the workload wrote; those that are
 // cluster-scoped are removed after each execution (fuzz.Scenario.Sweep), as
-// the namespace is. Knob references,
-// ${name} in any string of a step, a controller's args or env, are replaced
-// by the value the fuzzer chose for that execution; ${namespace} by the
-// execution's namespace (for a controller that takes it as a flag,
-// --watch-namespace=${namespace}); ${git.NAME} by the URL of a git
-// repository the target declares under fixtures.git, served on 127.0.0.1
-// once per process. In a controller's args and env, ${dir} is a directory
-// of the process's own for the execution and ${port.NAME} a free port of
-// its own, so that two workers' controllers never share storage or a
-// listener address. A wait that times out
-// is written to the execution's log and the workload goes on with its next
+// the namespace is. Knob references, ${name} in any string of a step, a
+// controller's args or env, are replaced by the value the fuzzer chose for
+// that execution; ${namespace} by the execution's namespace (for a
+// controller that takes it as a flag, --watch-namespace=${namespace});
+// ${git.NAME} by the URL of a git repository the target declares under
+// fixtures.git, served on 127.0.0.1 once per process. In a controller's args
+// and env, ${dir} is a directory of the process's own for the execution and
+// ${port.NAME} a free port of its own, so that two workers' controllers
+// never share storage or a listener address. A wait that times out is
+// written to the execution's log and the workload goes on with its next
 // step: a wait paces the workload, the oracles judge the controllers.
 //
 // Oracles.Known lists findings already reported (fuzz.Known): while
