@@ -159,7 +159,10 @@
 // # Exit status
 //
 // 0 on success (for proxy: stopped by SIGINT or SIGTERM), 1 on an error, 2
-// on a usage error.
+// on a usage error. fuzz, replay, false-alarms and truth-table: 0 with no
+// finding or false alarm, 1 with one, 2 on a usage or harness error or an
+// interrupt (SIGINT or SIGTERM: what the command started is stopped and its
+// work directory in $TMPDIR removed before it exits).
 //
 // # Environment variables
 //

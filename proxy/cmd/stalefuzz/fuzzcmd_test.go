@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,5 +233,66 @@ oracles:
 	const want = "result: none of 2 runs could be judged (harness errors, not findings)"
 	if status != exitHarness || !strings.Contains(stdout.String(), want) {
 		t.Errorf("exit %d, want %d, and %q in its output:\n%s\n%s", status, exitHarness, want, lastLines(stdout.String(), 40), stderr.String())
+	}
+}
+
+// TestInterruptLeavesNothing interrupts `stalefuzz false-alarms` (SIGINT, as
+// Ctrl-C sends it to the command) once its driver has started a control
+// plane: it exits 2 saying it was interrupted, and leaves nothing in its
+// $TMPDIR (its work directory with the driver binary, the control plane's)
+// and no process. Before the fix the work directory (77 MB) was left.
+func TestInterruptLeavesNothing(t *testing.T) {
+	bin := buildCommand(t)
+	tmp := t.TempDir()
+	abs, err := filepath.Abs(pymirror + "target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "false-alarms", abs, "--count", "200")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	started := func() bool {
+		cps, _ := filepath.Glob(filepath.Join(tmp, "stalefuzz-controlplane-*"))
+		return len(cps) > 0
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	for !started() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !started() {
+		t.Fatalf("no control plane in %s after 4 minutes:\n%s", tmp, out.String())
+	}
+	time.Sleep(2 * time.Second) // into the executions
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitHarness || !strings.Contains(out.String(), "stalefuzz: interrupted") {
+			t.Errorf("interrupted false-alarms: %v, want exit %d saying it was interrupted:\n%s", err, exitHarness, lastLines(out.String(), 20))
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("still running a minute after SIGINT:\n%s", lastLines(out.String(), 20))
+	}
+	// The control plane's own processes end with the driver (package
+	// reaper); give their directories a moment.
+	var left []os.DirEntry
+	for range 50 {
+		if left, _ = os.ReadDir(tmp); len(left) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, e := range left {
+		t.Errorf("left in $TMPDIR after the interrupt: %s", e.Name())
 	}
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -18,12 +21,29 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
+	// An interrupt or SIGTERM cancels the command's context instead of
+	// ending the process at once, so that what it started stops and its
+	// work directory in $TMPDIR is removed. proxy handles its signals
+	// itself (the first writes the trace, the second exits).
+	stop := context.CancelFunc(func() {})
+	defer func() { stop() }()
+	var interrupted context.Context
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		if cmd.Name() == "proxy" {
+			return
+		}
+		interrupted, stop = signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		cmd.SetContext(interrupted)
+	}
 	err := root.Execute()
 	var ue usageError
 	var ee exitError
 	switch {
 	case err == nil:
 		return 0
+	case interrupted != nil && interrupted.Err() != nil && !(errors.As(err, &ee) && ee.status == exitFinding):
+		fmt.Fprintf(stderr, "stalefuzz: interrupted (%v): what it started is stopped and its work directory removed\n", err)
+		return exitHarness
 	case errors.As(err, &ee):
 		if ee.status != exitFinding {
 			fmt.Fprintf(stderr, "stalefuzz: %v\n", err)
