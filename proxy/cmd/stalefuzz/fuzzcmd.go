@@ -27,6 +27,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/fuzz/target/driver"
+	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 )
 
 // module is stalefuzz's module path; driverPkg is the package whose test
@@ -250,11 +251,11 @@ var (
 )
 
 func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) error {
-	work, err := os.MkdirTemp("", "stalefuzz-fuzz-")
+	work, rp, err := workDir("stalefuzz-fuzz-")
 	if err != nil {
 		return exitError{exitHarness, err}
 	}
-	defer os.RemoveAll(work)
+	defer rp.Stop()
 	started := time.Now()
 	abs, bin, err := prepare(ctx, stderr, c.file, work, true)
 	if err != nil {
@@ -281,7 +282,7 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp, "STALEFUZZ_SHARD="+c.shard)
-	out, status, err := runBinary(cmd, stdout, func(line string) string {
+	out, status, err := runBinary(rp, cmd, stdout, func(line string) string {
 		if m := progressRE.FindStringSubmatch(line); m != nil {
 			return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
 		}
@@ -370,19 +371,35 @@ func executionsWord(n int) string {
 	return fmt.Sprintf("%d executions", n)
 }
 
+// workDir makes a work directory in $TMPDIR owned by a reaper (package
+// proxy/reaper): what is started with its Start, and the directory, are
+// removed however this process ends, SIGKILL included. Stop removes both.
+func workDir(prefix string) (string, *reaper.Reaper, error) {
+	work, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	rp, err := reaper.New(work)
+	if err != nil {
+		_ = os.RemoveAll(work)
+		return "", nil, err
+	}
+	return work, rp, nil
+}
+
 // runBinary runs cmd, copying its combined output line by line to w (each
 // line through edit), and returns the output and exit status. An interrupt
 // stops it (its workers stop with it: they are its children, in its
 // process group).
-func runBinary(cmd *exec.Cmd, w io.Writer, edit func(string) string) (string, int, error) {
+func runBinary(rp *reaper.Reaper, cmd *exec.Cmd, w io.Writer, edit func(string) string) (string, int, error) {
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 	cmd.WaitDelay = 30 * time.Second
-	if err := cmd.Start(); err != nil {
+	if err := rp.Start(cmd); err != nil { // its own process group, killed if this process dies
 		return "", 0, fmt.Errorf("unable to run the fuzz binary: %w", err)
 	}
+	defer rp.Forget(cmd.Process.Pid)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -509,11 +526,11 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, c
 	if err != nil {
 		return exitError{exitHarness, fmt.Errorf("unable to read input: %w", err)}
 	}
-	work, err := os.MkdirTemp("", "stalefuzz-replay-")
+	work, rp, err := workDir("stalefuzz-replay-")
 	if err != nil {
 		return exitError{exitHarness, err}
 	}
-	defer os.RemoveAll(work)
+	defer rp.Stop()
 	abs, bin, err := prepare(ctx, stderr, file, work, false)
 	if err != nil {
 		return err
@@ -536,7 +553,7 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, c
 	cmd := exec.CommandContext(ctx, bin, "-test.run=^"+driverFn+"/"+regexp.QuoteMeta(name)+`\.[0-9]+$`, "-test.v")
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_NO_SEEDS=1")
-	out, _, err := runBinary(cmd, stdout, func(s string) string { return s })
+	out, _, err := runBinary(rp, cmd, stdout, func(s string) string { return s })
 	if err != nil {
 		return exitError{exitHarness, err}
 	}
@@ -685,11 +702,11 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 // stderr and is returned, with the test's own error (a failed test still
 // prints what it measured); err is a harness error before it ran.
 func runDriverTest(ctx context.Context, stderr io.Writer, file, test string, env ...string) (out string, runErr, err error) {
-	work, err := os.MkdirTemp("", "stalefuzz-"+strings.ToLower(strings.TrimPrefix(test, "Test"))+"-")
+	work, rp, err := workDir("stalefuzz-" + strings.ToLower(strings.TrimPrefix(test, "Test")) + "-")
 	if err != nil {
 		return "", nil, exitError{exitHarness, err}
 	}
-	defer os.RemoveAll(work)
+	defer rp.Stop()
 	abs, bin, err := prepare(ctx, stderr, file, work, false)
 	if err != nil {
 		return "", nil, err
@@ -699,7 +716,12 @@ func runDriverTest(ctx context.Context, stderr io.Writer, file, test string, env
 	cmd.Env = append(append(os.Environ(), "STALEFUZZ_TARGET="+abs), env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&buf, stderr), stderr
-	runErr = cmd.Run()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if err := rp.Start(cmd); err != nil {
+		return "", nil, exitError{exitHarness, err}
+	}
+	runErr = cmd.Wait()
+	rp.Forget(cmd.Process.Pid)
 	return buf.String(), runErr, nil
 }
 

@@ -236,63 +236,98 @@ oracles:
 	}
 }
 
-// TestInterruptLeavesNothing interrupts `stalefuzz false-alarms` (SIGINT, as
-// Ctrl-C sends it to the command) once its driver has started a control
-// plane: it exits 2 saying it was interrupted, and leaves nothing in its
-// $TMPDIR (its work directory with the driver binary, the control plane's)
-// and no process. Before the fix the work directory (77 MB) was left.
+// TestInterruptLeavesNothing stops `stalefuzz false-alarms` once its driver
+// has started a control plane, as Ctrl-C does (SIGINT to the command's
+// process group: it exits 2 saying it was interrupted) and as kill -9 does
+// (SIGKILL to the command alone): either way nothing is left in its $TMPDIR
+// (its work directory with the driver binary, the control plane's) and no
+// process of its driver runs. Before the fix an interrupt left the work
+// directory (77 MB), and a SIGKILL also left the driver running.
 func TestInterruptLeavesNothing(t *testing.T) {
 	bin := buildCommand(t)
-	tmp := t.TempDir()
 	abs, err := filepath.Abs(pymirror + "target.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "false-alarms", abs, "--count", "200")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name  string
+		group bool
+		sig   syscall.Signal
+	}{{"SIGINT to its group", true, syscall.SIGINT}, {"SIGKILL to the command", false, syscall.SIGKILL}} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			cmd := exec.Command(bin, "false-alarms", abs, "--count", "200")
+			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			glob := func(pattern string) []string {
+				m, _ := filepath.Glob(filepath.Join(tmp, pattern))
+				return m
+			}
+			deadline := time.Now().Add(4 * time.Minute)
+			for len(glob("stalefuzz-controlplane-*")) == 0 && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			works := glob("stalefuzz-falsealarms-*")
+			if len(glob("stalefuzz-controlplane-*")) == 0 || len(works) != 1 {
+				t.Fatalf("no control plane in %s after 4 minutes:\n%s", tmp, out.String())
+			}
+			time.Sleep(2 * time.Second) // into the executions
+			pid := cmd.Process.Pid
+			if c.group {
+				pid = -pid
+			}
+			if err := syscall.Kill(pid, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exited:
+				var ee *exec.ExitError
+				if c.sig == syscall.SIGINT && (!errors.As(err, &ee) || ee.ExitCode() != exitHarness || !strings.Contains(out.String(), "stalefuzz: interrupted")) {
+					t.Errorf("interrupted false-alarms: %v, want exit %d saying it was interrupted:\n%s", err, exitHarness, lastLines(out.String(), 20))
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("still running a minute after %v:\n%s", c.sig, lastLines(out.String(), 20))
+			}
+			// What the command started ends with it (package reaper);
+			// give it a moment.
+			var left []os.DirEntry
+			var running []string
+			for range 100 {
+				left, _ = os.ReadDir(tmp)
+				running = processesIn(works[0])
+				if len(left) == 0 && len(running) == 0 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			for _, e := range left {
+				t.Errorf("left in $TMPDIR: %s", e.Name())
+			}
+			for _, p := range running {
+				t.Errorf("still running: %s", p)
+			}
+		})
 	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	started := func() bool {
-		cps, _ := filepath.Glob(filepath.Join(tmp, "stalefuzz-controlplane-*"))
-		return len(cps) > 0
-	}
-	deadline := time.Now().Add(4 * time.Minute)
-	for !started() && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !started() {
-		t.Fatalf("no control plane in %s after 4 minutes:\n%s", tmp, out.String())
-	}
-	time.Sleep(2 * time.Second) // into the executions
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitHarness || !strings.Contains(out.String(), "stalefuzz: interrupted") {
-			t.Errorf("interrupted false-alarms: %v, want exit %d saying it was interrupted:\n%s", err, exitHarness, lastLines(out.String(), 20))
+}
+
+// processesIn lists the processes whose command line names dir (Linux:
+// /proc; none elsewhere).
+func processesIn(dir string) []string {
+	var out []string
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err == nil && bytes.Contains(b, []byte(dir)) {
+			out = append(out, filepath.Base(filepath.Dir(f))+": "+strings.ReplaceAll(string(b), "\x00", " "))
 		}
-	case <-time.After(time.Minute):
-		t.Fatalf("still running a minute after SIGINT:\n%s", lastLines(out.String(), 20))
 	}
-	// The control plane's own processes end with the driver (package
-	// reaper); give their directories a moment.
-	var left []os.DirEntry
-	for range 50 {
-		if left, _ = os.ReadDir(tmp); len(left) == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, e := range left {
-		t.Errorf("left in $TMPDIR after the interrupt: %s", e.Name())
-	}
+	return out
 }
