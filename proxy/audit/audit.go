@@ -19,6 +19,9 @@ import (
 type Report struct {
 	Rows       []Row       `json:"rows"`
 	Overwrites []Overwrite `json:"overwrites"`
+	// SelfStale are the writes sent from a view older than their writer's
+	// own last acknowledged write to the object, in the order sent.
+	SelfStale []SelfStale `json:"selfStale"`
 	// Start is t = 0 for the times printed: the trace's first entry (a
 	// caller may set it to a schedule's mark).
 	Start time.Time `json:"start"`
@@ -41,6 +44,11 @@ type Row struct {
 	Conflicts  int    `json:"conflicts"`  // answered 409 Conflict
 	Failed     int    `json:"failed"`     // answered another error, or not at all
 	Overwrites int    `json:"overwrites"` // flagged as a blind write over an unseen change
+	// SelfStale counts the writes sent from a view older than the
+	// writer's own last acknowledged write to the object (SelfStale);
+	// SelfReplaced those of them that replaced a value of that own write.
+	SelfStale    int `json:"selfStale"`
+	SelfReplaced int `json:"selfReplaced"`
 	// Fields are the paths the row's writes set (trace.Write.Set), sorted.
 	Fields []string `json:"fields,omitempty"`
 }
@@ -188,7 +196,7 @@ type write struct {
 
 // Of audits tr.
 func Of(tr trace.Trace) Report {
-	rep := Report{Rows: []Row{}, Overwrites: []Overwrite{}}
+	rep := Report{Rows: []Row{}, Overwrites: []Overwrite{}, SelfStale: []SelfStale{}}
 	if es := tr.Entries(); len(es) > 0 {
 		rep.Start = es[0].Time()
 	}
@@ -266,6 +274,14 @@ func Of(tr trace.Trace) Report {
 		if flagged {
 			rows[keyOf(r)].Overwrites++
 		}
+	}
+	for _, s := range selfStale(tr, views, hasStatus) {
+		row := rows[keyOf(s.w)]
+		row.SelfStale++
+		if len(s.Replaced) > 0 {
+			row.SelfReplaced++
+		}
+		rep.SelfStale = append(rep.SelfStale, s.SelfStale)
 	}
 	for _, row := range rows {
 		slices.Sort(row.Fields)
@@ -352,17 +368,20 @@ func rvString(rv uint64) string {
 // unseen change.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLIENT\tCALL SITE\tVERB\tRESOURCE\tKIND\tLOCK\tWRITES\t409\tFAILED\tOVERWROTE UNSEEN\tFIELDS")
+	fmt.Fprintln(tw, "CLIENT\tCALL SITE\tVERB\tRESOURCE\tKIND\tLOCK\tWRITES\t409\tFAILED\tOVERWROTE UNSEEN\tBEHIND OWN WRITE\tFIELDS")
 	for _, row := range r.Rows {
 		res := row.Resource
 		if row.Subresource != "" {
 			res += "/" + row.Subresource
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", row.Client, or(row.Caller, "-"), row.Verb, res, row.Kind,
-			or(row.Lock, "-"), row.Writes, row.Conflicts, row.Failed, row.Overwrites, fieldList(row.Fields, 4))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", row.Client, or(row.Caller, "-"), row.Verb, res, row.Kind,
+			or(row.Lock, "-"), row.Writes, row.Conflicts, row.Failed, row.Overwrites, row.behind(), fieldList(row.Fields, 4))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("unable to write audit table: %w", err)
+	}
+	if err := r.writeSelfStale(w); err != nil {
+		return err
 	}
 	if len(r.Overwrites) == 0 {
 		// The trace holds the proxied clients' writes only: a change made
@@ -440,10 +459,11 @@ var htmlTable = template.Must(template.New("audit").Funcs(template.FuncMap{
 	"res": func(r Row) string { return strings.TrimSuffix(r.Resource+"/"+r.Subresource, "/") },
 	"t":   func(start, at time.Time) string { return fmt.Sprintf("t%+.3fs", at.Sub(start).Seconds()) },
 }).Parse(`<table class="audit">
-<thead><tr><th>client</th><th>call site</th><th>verb</th><th>resource</th><th>kind</th><th>lock</th><th>writes</th><th>409</th><th>failed</th><th>overwrote unseen</th><th>fields</th></tr></thead>
-<tbody>{{range .Rows}}<tr class="{{if .Blind}}blind{{else}}locked{{end}}{{if .Overwrites}} overwrote{{end}}"><td>{{.Client}}</td><td><code>{{or .Caller "-"}}</code></td><td>{{.Verb}}</td><td>{{res .}}</td><td>{{.Kind}}</td><td>{{or .Lock "-"}}</td><td>{{.Writes}}</td><td>{{.Conflicts}}</td><td>{{.Failed}}</td><td>{{.Overwrites}}</td><td>{{range $i, $f := .Fields}}{{if $i}}, {{end}}<code>{{$f}}</code>{{end}}</td></tr>
+<thead><tr><th>client</th><th>call site</th><th>verb</th><th>resource</th><th>kind</th><th>lock</th><th>writes</th><th>409</th><th>failed</th><th>overwrote unseen</th><th>behind own write</th><th>fields</th></tr></thead>
+<tbody>{{range .Rows}}<tr class="{{if .Blind}}blind{{else}}locked{{end}}{{if .Overwrites}} overwrote{{end}}"><td>{{.Client}}</td><td><code>{{or .Caller "-"}}</code></td><td>{{.Verb}}</td><td>{{res .}}</td><td>{{.Kind}}</td><td>{{or .Lock "-"}}</td><td>{{.Writes}}</td><td>{{.Conflicts}}</td><td>{{.Failed}}</td><td>{{.Overwrites}}</td><td>{{.Behind}}</td><td>{{range $i, $f := .Fields}}{{if $i}}, {{end}}<code>{{$f}}</code>{{end}}</td></tr>
 {{end}}</tbody></table>
-{{if .Overwrites}}<p>Blind writes over an unseen change ({{len .Overwrites}} fields):</p><ul class="overwrites">{{range .Overwrites}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No blind write replaced a change its writer had not seen.</p>{{end}}`))
+{{if .Overwrites}}<p>Blind writes over an unseen change ({{len .Overwrites}} fields):</p><ul class="overwrites">{{range .Overwrites}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No blind write replaced a change its writer had not seen.</p>{{end}}
+{{if .SelfStale}}<p>Writes sent from a view older than the writer's own last write ({{len .SelfStale}}):</p><ul class="selfstale">{{range .SelfStale}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No write was sent from a view older than its writer's own last write.</p>{{end}}`))
 
 // HTML is r as an HTML fragment (a table and the list of overwrites) for
 // report.Section.

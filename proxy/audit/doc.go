@@ -40,6 +40,26 @@
 //     that path, or a path inside or around it, is found; if the values
 //     differ, W replaced a change C had not seen.
 //
+// # Writes behind the writer's own
+//
+// A write sent from a view older than its writer's own last acknowledged
+// write to the same object is listed apart (Report.SelfStale, and the
+// BEHIND OWN WRITE column): the writer's cache had not yet shown it what it
+// had itself written, and it acted anyway, the stale-cache bug
+// controller-runtime's read-your-writes cache exists for. Precisely, an
+// update or patch W by client C to object O, sent at t, is one when C's view
+// of O at t (as above) is older than the resourceVersion of C's newest
+// write to O that was stored and whose answer C had received before t, by
+// the same instance of C (a restarted instance did not write what its
+// predecessor did; a Cut withheld the answer; an abandoned request was
+// never answered). Whatever its lock and outcome: a locked W from that view
+// meets 409 and stores nothing, which the row shows. For a stored W, a field
+// it set is Replaced when the newest stored write to that field after C's
+// view and before W was C's own and set another value, and Restored when a
+// later stored write set it back. Many correct controllers recompute a
+// status from a view like that and lose nothing: a SelfStale write is an
+// explanation, which package fuzz's oracles judge (see its doc).
+//
 // When any write to a resource used the status subresource, that resource has
 // one: the status paths of its main-resource writes are ignored (the
 // apiserver ignores them). Values are compared as recorded (trace.MaxValue);

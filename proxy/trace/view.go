@@ -105,6 +105,10 @@ type Views struct {
 	restarts map[string][]time.Time
 }
 
+// Instance is how many times client had been restarted at t (Trace.Restarts):
+// what one instance was shown, or wrote, the next has not seen.
+func (v *Views) Instance(client string, t time.Time) int { return v.instance(client, t) }
+
 // instance is how many times client had been restarted at t: what one
 // instance was shown, the next has not seen.
 func (v *Views) instance(client string, t time.Time) int {
