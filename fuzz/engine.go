@@ -371,14 +371,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	x.mark = time.Now()
 	res.Mark = x.mark
 	res.Phases.Start = x.mark.Sub(start)
-	var rules []proxy.Rule
-	restartOf := map[int]int{} // rule index → restart step index
-	for i, st := range sched.Steps {
-		if st.IsRestart() {
-			restartOf[len(rules)] = i
-		}
-		rules = append(rules, st.Rules(e.s.namespaceOf(st.Resource, ns))...)
-	}
+	rules, restartOf := e.rules(sched, ns)
 	if err := e.proxy.SetRules(x.mark, rules...); err != nil {
 		return res, harness("set rules: %w", err)
 	}
@@ -453,6 +446,33 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 		return res, harness("execution in %s overran its %v budget while checking", ns, budget)
 	}
 	return res, nil
+}
+
+// rules are the proxy rules of sched's steps in namespace ns, and which
+// rule fires each restart step (rule index → step index). Ordinary latency
+// (Step.IsLatency) comes last, so that a fault or a targeted lag on the
+// same events decides them (the first rule that matches an event does), and
+// acts on the resources of Scenario.Scopes where they live too.
+func (e *Env) rules(sched Schedule, ns string) ([]proxy.Rule, map[int]int) {
+	var rules, latency []proxy.Rule
+	restartOf := map[int]int{}
+	for i, st := range sched.Steps {
+		if st.IsLatency() {
+			latency = append(latency, st.Rules(ns)...)
+			for _, res := range slices.Sorted(maps.Keys(e.s.Scopes)) {
+				for _, r := range st.Rules(e.s.Scopes[res]) {
+					r.Resource = res
+					latency = append(latency, r)
+				}
+			}
+			continue
+		}
+		if st.IsRestart() {
+			restartOf[len(rules)] = i
+		}
+		rules = append(rules, st.Rules(e.s.namespaceOf(st.Resource, ns))...)
+	}
+	return append(rules, latency...), restartOf
 }
 
 // relayFailure returns the first request in tr that the proxy could not

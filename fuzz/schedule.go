@@ -109,7 +109,7 @@ func (b Bounds) fits(space Space) error {
 // restart takes up to RestartBudget, and a lagging apiserver then delays the
 // events by its lag (at most MaxDelay).
 func (b Bounds) faultAllowance(space Space) time.Duration {
-	if space != Realistic {
+	if !space.faults() {
 		return 0
 	}
 	return max(RelistBackoff, RestartBudget) + b.MaxDelay
@@ -139,11 +139,26 @@ const (
 	// to the next, and a finding anchored that way survives timing changes.
 	// No real cluster drops an event (see LagAndLoss).
 	AnchoredLoss
+	// RealisticLatency is Realistic with ordinary latency besides: a
+	// record whose action is 6 delays every watch event of its client (7:
+	// of every client), of every resource, in its window, by its delay:
+	// what a slow or busy apiserver does to every watch at once, the most
+	// common condition of a real cluster, where a race that needs no fault
+	// shows (Step.IsLatency). In Realistic those two actions are holds, so
+	// it is a space of its own: Realistic's corpus keeps its meaning there,
+	// and a Realistic input without action 6 or 7 means the same here.
+	RealisticLatency
 )
 
 // anchored reports whether the space's records can anchor a step to the Nth
 // matching event or write (6-byte records).
-func (sp Space) anchored() bool { return sp == Realistic || sp == AnchoredLoss }
+func (sp Space) anchored() bool {
+	return sp == Realistic || sp == AnchoredLoss || sp == RealisticLatency
+}
+
+// faults reports whether the space has faults: broken watches, relists,
+// restarts.
+func (sp Space) faults() bool { return sp == Realistic || sp == RealisticLatency }
 
 func (sp Space) String() string {
 	switch sp {
@@ -155,6 +170,8 @@ func (sp Space) String() string {
 		return "realistic"
 	case AnchoredLoss:
 		return "anchored-lag-and-loss"
+	case RealisticLatency:
+		return "realistic-latency"
 	}
 	return fmt.Sprintf("Space(%d)", int(sp))
 }
@@ -213,6 +230,14 @@ func (s Step) IsFault() bool {
 	return false
 }
 
+// IsLatency reports whether the step is ordinary latency: every watch
+// event of its client (of every client, when Client is empty), of every
+// resource and object, delayed by Delay in its window. It is no fault: a
+// slow or busy apiserver does it to every watch at once. Its rules come
+// after every other step's, so that a fault or a targeted lag on the same
+// events still decides them.
+func (s Step) IsLatency() bool { return s.Action == proxy.Delay && s.Resource == "" }
+
 // IsRestart reports whether the step restarts its client.
 func (s Step) IsRestart() bool { return s.Action == proxy.Freeze || s.Action == proxy.Cut }
 
@@ -246,6 +271,13 @@ func (s Step) String() string {
 		}
 		return fmt.Sprintf("%s restart %s %s its %s %s%s", window, s.Client, when, ordinal(s.After+1), what, lag)
 	}
+	if s.IsLatency() {
+		who := s.Client
+		if who == "" {
+			who = "every client"
+		}
+		return fmt.Sprintf("%s latency %.3fs on every watch of %s", window, s.Delay.Seconds(), who)
+	}
 	act := s.Action.String()
 	switch s.Action {
 	case proxy.Delay:
@@ -274,6 +306,10 @@ func (s Step) Cause() string {
 	lagging := ""
 	if s.Lag > 0 {
 		lagging = "; the lag: an HA apiserver whose watch cache lags etcd (LIST resourceVersion=0 served from it)"
+	}
+	switch {
+	case s.IsLatency():
+		return "real: ordinary latency, every watch a little late (a busy apiserver or etcd, API Priority and Fairness queueing, a congested network): the most common condition of a real cluster"
 	}
 	switch s.Action {
 	case proxy.Delay, proxy.Hold:
@@ -521,6 +557,11 @@ func (c codec) decode(b []byte) Schedule {
 // In AnchoredLoss the action's low 3 bits are 0 delay, 1 hold, 2 drop, 3 to 7
 // hold: there are no faults, and the high 5 bits are a delay's delay.
 //
+// In RealisticLatency the action's low 3 bits 6 and 7 are ordinary latency
+// (Step.IsLatency): every watch event of the record's client (7: of every
+// client), of every resource and object, delayed by the high 5 bits in the
+// window; the types, the target's object nibble and after are not used.
+//
 // Only the first fault (break, relist, restart) of a schedule is one: a
 // later fault record decodes to a hold of the same window and target, so
 // that every execution has at most one relist or restart and fits the
@@ -557,6 +598,14 @@ func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
 			st.Resource, st.Types = resource, typesOf(r[0]>>4)
 			if obj := int(r[1] >> 4); obj > 0 && len(c.objects) > 0 {
 				st.Object = c.objects[(obj-1)%len(c.objects)]
+			}
+			s.Steps = append(s.Steps, st)
+			continue
+		}
+		if c.space == RealisticLatency && act >= 6 {
+			st.Action, st.Delay, st.After = proxy.Delay, param, 0
+			if act == 7 {
+				st.Client = ""
 			}
 			s.Steps = append(s.Steps, st)
 			continue
@@ -619,18 +668,22 @@ func (c codec) encodeRealistic(b []byte, steps []Step) []byte {
 		}
 		r[5] = byte(st.After % maxAfter)
 		var act, param byte
-		switch st.Action {
-		case proxy.Delay:
+		switch {
+		case st.IsLatency() && st.Client == "":
+			act, param = 7, unquad5(st.Delay, c.bounds.MaxDelay)
+		case st.IsLatency():
+			act, param = 6, unquad5(st.Delay, c.bounds.MaxDelay)
+		case st.Action == proxy.Delay:
 			act, param = 0, unquad5(st.Delay, c.bounds.MaxDelay)
-		case proxy.Break:
+		case st.Action == proxy.Break:
 			act = 2
-		case proxy.Expire:
+		case st.Action == proxy.Expire:
 			act, param = 3, unquad5(st.Lag, c.bounds.MaxDelay)
-		case proxy.Freeze:
+		case st.Action == proxy.Freeze:
 			act, param = 4, unquad5(st.Lag, c.bounds.MaxDelay)
-		case proxy.Cut:
+		case st.Action == proxy.Cut:
 			act, param = 5, unquad5(st.Lag, c.bounds.MaxDelay)
-		case proxy.Drop:
+		case st.Action == proxy.Drop:
 			act = 2 // AnchoredLoss only
 		default:
 			act = 1

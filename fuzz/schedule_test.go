@@ -26,7 +26,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{1, 3, 0, 0x11, 40, 200, 1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss} {
+		for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency} {
 			s := testScenario
 			s.Space = space
 			sch := s.Decode(b)
@@ -64,9 +64,12 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 		}
 		if st.IsFault() {
 			faults++
-			if s.Space != Realistic {
+			if !s.Space.faults() {
 				t.Fatalf("%v schedule has a fault: %s", s.Space, st)
 			}
+		}
+		if st.IsLatency() && s.Space != RealisticLatency {
+			t.Fatalf("%v schedule has ordinary latency: %s", s.Space, st)
 		}
 	}
 	if faults > 1 {
@@ -121,7 +124,7 @@ func TestEncodeHandWritten(t *testing.T) {
 
 func TestDecodeRandomBounds(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss} {
+	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency} {
 		s := testScenario
 		s.Space = space
 		for range 10000 {
@@ -168,6 +171,54 @@ func TestDecodeRealisticLayout(t *testing.T) {
 	}
 	if r := st.Rules("ns"); len(r) != 1 || r[0].Action != proxy.Cut || r[0].After != 1 || r[0].Subresource != "status" || len(r[0].Types) != 0 {
 		t.Errorf("restart rules: %v", r)
+	}
+}
+
+// TestDecodeLatencyLayout: in RealisticLatency, actions 6 and 7 are ordinary
+// latency on every watch of one client, or of every client; the other
+// actions mean what they mean in Realistic.
+func TestDecodeLatencyLayout(t *testing.T) {
+	s := testScenario
+	s.Space = RealisticLatency
+	in := []byte{
+		1, 0, // knobs
+		0xf1, 0xf1, 0, 255, 6 | 12<<3, 7, // replica-1's every watch, 12/31 of MaxDelay; types, object and after unused
+		0x00, 0x00, 0, 255, 7 | 31<<3, 0, // every client's every watch, MaxDelay
+		0x20, 0x20, 0, 255, 3, 2, // a relist, as in Realistic
+	}
+	got := s.Decode(in)
+	want := Schedule{
+		Knobs: map[string]int{"replicas": 1, "at": 0},
+		Steps: []Step{
+			{Client: "replica-1", Length: DefaultBounds.MaxLength, Action: proxy.Delay, Delay: quad5(12, DefaultBounds.MaxDelay)},
+			{Length: DefaultBounds.MaxLength, Action: proxy.Delay, Delay: DefaultBounds.MaxDelay},
+			{Client: "replica-0", Resource: "rollouts", Object: "b", Types: []string{"MODIFIED"}, Length: DefaultBounds.MaxLength, Action: proxy.Expire, After: 2},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if !got.Steps[0].IsLatency() || !got.Steps[1].IsLatency() || got.Steps[2].IsLatency() || got.HasFault() != true {
+		t.Errorf("IsLatency: %v %v %v", got.Steps[0].IsLatency(), got.Steps[1].IsLatency(), got.Steps[2].IsLatency())
+	}
+	for i, want := range []string{
+		"t+0.00s–2.00s latency 0.149s on every watch of replica-1",
+		"t+0.00s–2.00s latency 1.000s on every watch of every client",
+	} {
+		if s := got.Steps[i].String(); s != want {
+			t.Errorf("step %d: String() = %q, want %q", i, s, want)
+		}
+		if c := got.Steps[i].Cause(); !strings.HasPrefix(c, "real: ordinary latency") {
+			t.Errorf("step %d: Cause() = %q", i, c)
+		}
+	}
+	if r := got.Steps[1].Rules("ns"); len(r) != 1 || r[0].Client != "" || r[0].Resource != "" || r[0].Namespace != "ns" || r[0].Delay != DefaultBounds.MaxDelay {
+		t.Errorf("every client's latency: rules %+v", r)
+	}
+	// In Realistic the same bytes are holds: that corpus keeps its meaning.
+	s.Space = Realistic
+	if old := s.Decode(in); old.Steps[0].Action != proxy.Hold || old.Steps[1].Action != proxy.Hold || old.Steps[0].Resource != "configmaps" {
+		t.Errorf("Realistic decodes %s", old)
 	}
 }
 

@@ -73,8 +73,10 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		s.Space = fuzz.LagOnly
 	case "loss":
 		s.Space = fuzz.LagAndLoss
-	default:
+	case "realistic":
 		s.Space, s.Bounds = fuzz.Realistic, realisticBounds
+	default:
+		s.Space, s.Bounds = fuzz.RealisticLatency, realisticBounds
 	}
 	if len(t.Faults.Scopes) > 0 {
 		s.Scopes = map[string]string{}

@@ -215,10 +215,14 @@ type GitFixture struct {
 
 // Faults is the fault scope.
 type Faults struct {
-	// Space is "lag" (delay and hold), "realistic" (lag, broken watches,
-	// relists after 410, lists from a lagging apiserver, restarts between
-	// writes) or "loss" (lag and dropped events, which no real apiserver
-	// does). Zero: realistic.
+	// Space is "realistic-latency" (the faults of "realistic", and
+	// ordinary latency: every watch of a client, or of every client, a
+	// little late, as a busy apiserver makes them), "realistic" (lag,
+	// broken watches, relists after 410, lists from a lagging apiserver,
+	// restarts between writes, without ordinary latency: its inputs keep
+	// the meaning they had before realistic-latency existed), "lag" (delay
+	// and hold) or "loss" (lag and dropped events, which no real apiserver
+	// does). Zero: realistic-latency.
 	Space string `yaml:"space"`
 	// Resources are the plural resources faults act on. Zero: every
 	// controller's Watches.
