@@ -185,6 +185,7 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 			if p.n <= limit {
 				continue
 			}
+			res.countOver = append(res.countOver, countOver{count: i, ownerKind: ownerKind, n: p.n})
 			res.Violations = append(res.Violations, Violation{Oracle: "count", Subject: fmt.Sprintf("%s of %s", c.GVK.Kind, p.owner), At: p.at,
 				Message: fmt.Sprintf("%s (namespace %s) had %d live %ss at once at t+%.2fs (resourceVersion %d: %s); %s never had more than %d per %s",
 					p.owner, res.Namespace, p.n, c.GVK.Kind, p.at.Sub(res.Mark).Seconds(), p.rv, strings.Join(p.names, ", "), learned, limit, cmp.Or(ownerKind, "object without owner"))})
@@ -201,9 +202,15 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 		return // an end state that is not final is not judged
 	}
 	judge := func() (msgs []string) {
+		res.endDiffs = nil
 		for i, es := range e.s.EndStates {
 			if i < len(res.ends) && res.ends[i] != nil {
-				msgs = append(msgs, ref.ends[i].judge(es.GVK.Kind, res.ends[i])...)
+				m, d := ref.ends[i].diff(es.GVK.Kind, res.ends[i])
+				msgs = append(msgs, m...)
+				for j := range d {
+					d[j].state = i
+				}
+				res.endDiffs = append(res.endDiffs, d...)
 			}
 		}
 		return msgs
@@ -224,6 +231,14 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 	for _, msg := range msgs {
 		res.violate("end-state", msg)
 	}
+}
+
+// countOver is one count violation: the Count's index, the owner kind and
+// the most live objects one owner had.
+type countOver struct {
+	count     int
+	ownerKind string
+	n         int
 }
 
 // widenEndStates runs EndStateConfirmations more no-fault runs of knobs

@@ -220,10 +220,57 @@ func (r endReference) widen(o endObjects) {
 	}
 }
 
+// endDiff is one way a run's object differs from the reference: missing
+// (Path empty, Have absent), present where no reference run has it (Path
+// empty, Want absent), or a path's value.
+type endDiff struct {
+	state      int // index in Scenario.EndStates
+	Kind, Key  string
+	Path       string
+	Have, Want string // "" for absent
+	Missing    bool   // the object is missing
+	Extra      bool   // the object is in no reference run
+}
+
+// seenIn reports whether a no-fault run's objects o show the same
+// difference from the reference.
+func (d endDiff) seenIn(o endObjects) bool {
+	obj, ok := o[d.Key]
+	switch {
+	case d.Missing:
+		return !ok
+	case d.Extra:
+		return ok
+	}
+	return ok && obj[d.Path] == d.Have
+}
+
+// variesIn reports whether the diff's path takes more than one value (or
+// is absent in some) among no-fault runs.
+func (d endDiff) variesIn(runs []endObjects) bool {
+	if d.Missing || d.Extra || len(runs) < 2 {
+		return false
+	}
+	first, firstOK := runs[0][d.Key][d.Path]
+	for _, r := range runs[1:] {
+		if v, ok := r[d.Key][d.Path]; v != first || ok != firstOK {
+			return true
+		}
+	}
+	return false
+}
+
 // judge compares a run's objects with the reference, returning one
 // message per object that differs, naming the object and the field.
 func (r endReference) judge(kind string, got endObjects) []string {
+	msgs, _ := r.diff(kind, got)
+	return msgs
+}
+
+// diff is judge, with each difference as an endDiff too.
+func (r endReference) diff(kind string, got endObjects) ([]string, []endDiff) {
 	var out []string
+	var diffs []endDiff
 	for _, key := range slices.Sorted(maps.Keys(r.objects)) {
 		want, m := r.objects[key], r.masked[key]
 		if m == nil {
@@ -232,30 +279,34 @@ func (r endReference) judge(kind string, got endObjects) []string {
 		have, ok := got[key]
 		if !ok {
 			out = append(out, fmt.Sprintf("%s %s: missing; both no-fault reference runs have it", kind, key))
+			diffs = append(diffs, endDiff{Kind: kind, Key: key, Missing: true})
 			continue
 		}
-		var diffs []string
+		var words []string
 		for _, p := range slices.Sorted(maps.Keys(want)) {
 			if !m[p] && have[p] != want[p] {
-				diffs = append(diffs, fmt.Sprintf("%s=%s (reference runs: %s)", p, or(have[p], "absent"), want[p]))
+				words = append(words, fmt.Sprintf("%s=%s (reference runs: %s)", p, or(have[p], "absent"), want[p]))
+				diffs = append(diffs, endDiff{Kind: kind, Key: key, Path: p, Have: have[p], Want: want[p]})
 			}
 		}
 		for _, p := range slices.Sorted(maps.Keys(have)) {
 			if _, ok := want[p]; !ok && !m[p] {
-				diffs = append(diffs, fmt.Sprintf("%s=%s (absent in the reference runs)", p, have[p]))
+				words = append(words, fmt.Sprintf("%s=%s (absent in the reference runs)", p, have[p]))
+				diffs = append(diffs, endDiff{Kind: kind, Key: key, Path: p, Have: have[p]})
 			}
 		}
-		if len(diffs) > 0 {
-			if len(diffs) > 4 {
-				diffs = append(diffs[:4], fmt.Sprintf("and %d more", len(diffs)-4))
+		if len(words) > 0 {
+			if len(words) > 4 {
+				words = append(words[:4], fmt.Sprintf("and %d more", len(words)-4))
 			}
-			out = append(out, fmt.Sprintf("%s %s: %s", kind, key, strings.Join(diffs, "; ")))
+			out = append(out, fmt.Sprintf("%s %s: %s", kind, key, strings.Join(words, "; ")))
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(got)) {
 		if _, ok := r.objects[key]; !ok {
 			out = append(out, fmt.Sprintf("%s %s: present; no no-fault reference run has it", kind, key))
+			diffs = append(diffs, endDiff{Kind: kind, Key: key, Extra: true})
 		}
 	}
-	return out
+	return out, diffs
 }

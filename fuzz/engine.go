@@ -211,6 +211,13 @@ func (e *Env) Stop() error {
 	return errors.Join(errs...)
 }
 
+// Input is sched as an input of the scenario's space (Scenario.EncodeExactly),
+// which replays it; false when the space cannot hold it.
+func (e *Env) Input(sched Schedule) ([]byte, bool) {
+	b, err := e.s.EncodeExactly(sched)
+	return b, err == nil
+}
+
 // Proxy is the proxy the executions run behind.
 func (e *Env) Proxy() *proxy.Proxy { return e.proxy }
 
@@ -241,6 +248,9 @@ func (e *Env) Run(ctx context.Context, sched Schedule, opts ...RunOption) (*Resu
 		}
 		if err == nil && (len(e.s.Counts) > 0 || len(e.s.EndStates) > 0 || e.s.LostUpdatesAnyField) {
 			e.learnedOracles(ctx, res)
+		}
+		if err == nil {
+			e.judgeSelfViews(res)
 		}
 		return res, err
 	}

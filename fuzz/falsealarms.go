@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -9,13 +10,13 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/stalefuzz/stalefuzz/proxy"
 )
 
-// FalseAlarms is what MeasureFalseAlarms found: executions whose schedules
-// only delay events by no more than the apiserver itself delayed them in
-// the no-fault reference runs, so that every violation is a false alarm.
+// FalseAlarms is what MeasureFalseAlarms found: executions under ordinary
+// latency only (every watch delayed by no more than the apiserver itself
+// delayed one in the no-fault reference runs), each violation triaged as a
+// finding under ordinary latency (a race) or, with evidence, the
+// controller's own nondeterminism (a false alarm: an oracle to fix).
 type FalseAlarms struct {
 	// Executions judged, and those that could not be (harness errors).
 	Executions, HarnessErrors int
@@ -26,18 +27,23 @@ type FalseAlarms struct {
 	// that judge a settled run only (end state, convergence) did not
 	// judge them.
 	Unsettled int `json:",omitempty"`
-	// MaxDelay is the largest delay a schedule used: the longest time,
-	// in the reference runs, from a write's answer to its watch event's
-	// arrival at the proxy.
-	MaxDelay time.Duration
-	// ByOracle counts the executions with a violation, per oracle, and
-	// keeps the first message and schedule of each.
+	// MaxDelay is the largest delay a schedule used; Measured, the longest
+	// time in the reference runs from a write's answer to its watch
+	// event's arrival at the proxy, which MaxDelay is drawn up to (cut at
+	// the scenario's Bounds.MaxDelay, the space's most).
+	MaxDelay, Measured time.Duration
+	// ByOracle counts, per oracle, the executions with a violation
+	// triaged as nondeterminism: the false alarms. First keeps the first
+	// message and schedule of each.
 	ByOracle map[string]int
 	First    map[string]string
-	// Alarms are the judged executions with a violation, in order, each
-	// with every violation it raised: what a false alarm's class (an
-	// oracle to fix, or a bug that a healthy apiserver's latency alone
-	// brings out) is read from.
+	// Races counts, per oracle, the executions with a violation triaged as
+	// a finding under ordinary latency; FirstRace keeps the first of each.
+	Races     map[string]int    `json:",omitempty"`
+	FirstRace map[string]string `json:",omitempty"`
+	// Alarms are the judged executions with a violation that is not a
+	// known finding, in order, each with every violation it raised, its
+	// input and its triage.
 	Alarms []Alarm `json:",omitempty"`
 	// Known counts, per Known's Why, the judged executions whose every
 	// violation was a known finding of the scenario (Scenario.Known): a bug
@@ -46,23 +52,63 @@ type FalseAlarms struct {
 	// findings counts under each; KnownExecutions counts it once.
 	Known           map[string]int `json:",omitempty"`
 	KnownExecutions int            `json:",omitempty"`
+	// SelfViews sums the judged executions' writes behind their writer's
+	// own (Result.SelfViews); SelfViewExecutions counts the executions
+	// with at least one of each kind.
+	SelfViews, SelfViewExecutions SelfViewStats
+	// NoFaultRuns are the no-fault runs the triage took, per knob
+	// setting, beyond the two reference runs.
+	NoFaultRuns map[string]int `json:",omitempty"`
 }
 
+// Verdicts of the triage (Alarm.Verdict).
+const (
+	// Race: a violation under ordinary latency that no no-fault run
+	// explains away: a finding.
+	Race = "race"
+	// Nondeterminism: a difference the controller makes in runs without
+	// any added latency too, or in a field those runs vary, with no write
+	// behind its writer's own to explain it: a false alarm (an oracle to
+	// fix: an endState ignore path).
+	Nondeterminism = "nondeterminism"
+)
+
 // Alarm is one judged execution of MeasureFalseAlarms that raised a
-// violation.
+// violation that was not a known finding.
 type Alarm struct {
 	Execution  int // 1 for the first of the n executions
 	Schedule   string
 	Violations []Violation
+	// Input is the execution's input in the scenario's space, which
+	// replays it; nil when the space cannot hold its schedule (ordinary
+	// latency is RealisticLatency's).
+	Input []byte `json:",omitempty"`
+	// Verdict is Race or Nondeterminism; Why, the evidence.
+	Verdict, Why string
+	// Files are where its trace, log, picture and input were written, set
+	// by whoever wrote them (MeasureFalseAlarms' progress function may, on
+	// the alarm it is given).
+	Files AlarmFiles `json:",omitzero"`
 }
 
-// add counts res, the judged execution i (from 1) of sched; known are the
-// known findings its violations all were, if they were.
-func (f *FalseAlarms) add(i int, sched Schedule, res *Result, known []Known) {
+// AlarmFiles are the paths of an alarm's files; empty when not written.
+type AlarmFiles struct {
+	Trace, Log, Picture, Input string `json:",omitempty"`
+}
+
+// add counts res, the judged execution i (from 1) of sched, with its input
+// (nil: none); known are the known findings its violations all were, if
+// they were; verdict and why its triage, when it has violations.
+func (f *FalseAlarms) add(i int, sched Schedule, input []byte, res *Result, known []Known, verdict, why string) {
 	f.Executions++
 	if !res.Settled {
 		f.Unsettled++
 	}
+	f.SelfViews = f.SelfViews.Add(res.SelfViews)
+	f.SelfViewExecutions = f.SelfViewExecutions.Add(SelfViewStats{
+		Writes: min(1, res.SelfViews.Writes), Replacing: min(1, res.SelfViews.Replacing),
+		Lasting: min(1, res.SelfViews.Lasting), Judged: min(1, res.SelfViews.Judged),
+	})
 	if len(res.Violations) == 0 {
 		return
 	}
@@ -76,17 +122,35 @@ func (f *FalseAlarms) add(i int, sched Schedule, res *Result, known []Known) {
 		}
 		return
 	}
-	f.Alarms = append(f.Alarms, Alarm{Execution: i, Schedule: sched.String(), Violations: res.Violations})
+	f.Alarms = append(f.Alarms, Alarm{Execution: i, Schedule: sched.String(), Violations: res.Violations, Input: input, Verdict: verdict, Why: why})
+	counts, first := f.ByOracle, f.First
+	if verdict == Race {
+		if f.Races == nil {
+			f.Races, f.FirstRace = map[string]int{}, map[string]string{}
+		}
+		counts, first = f.Races, f.FirstRace
+	}
 	seen := map[string]bool{}
 	for _, v := range res.Violations {
 		if !seen[v.Oracle] {
 			seen[v.Oracle] = true
-			f.ByOracle[v.Oracle]++
-			if f.First[v.Oracle] == "" {
-				f.First[v.Oracle] = fmt.Sprintf("schedule %s: %s", sched, v.Message)
+			counts[v.Oracle]++
+			if first[v.Oracle] == "" {
+				first[v.Oracle] = fmt.Sprintf("schedule %s: %s", sched, v.Message)
 			}
 		}
 	}
+}
+
+// RaceExecutions is how many executions were triaged as races.
+func (f FalseAlarms) RaceExecutions() int {
+	n := 0
+	for _, a := range f.Alarms {
+		if a.Verdict == Race {
+			n++
+		}
+	}
+	return n
 }
 
 func (f FalseAlarms) String() string {
@@ -98,58 +162,100 @@ func (f FalseAlarms) String() string {
 	if f.Unsettled > 0 {
 		fmt.Fprintf(&b, "; %d never settled, so no end state judged", f.Unsettled)
 	}
-	fmt.Fprintf(&b, "), events delayed by at most %v: ", f.MaxDelay)
+	fmt.Fprintf(&b, "), every watch delayed by at most %v (the reference runs' longest watch latency: %v): ", f.MaxDelay, f.Measured)
+	if n := f.RaceExecutions(); n > 0 {
+		fmt.Fprintf(&b, "%d executions with a finding under ordinary latency (a race, not a false alarm: ", n)
+		writeCounts(&b, f.Races, f.FirstRace)
+		b.WriteString("); ")
+	}
 	if len(f.ByOracle) == 0 {
 		b.WriteString("no false alarm")
-	}
-	for i, o := range slices.Sorted(maps.Keys(f.ByOracle)) {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "%s: %d false alarms (first: %s)", o, f.ByOracle[o], f.First[o])
+	} else {
+		b.WriteString("false alarms (the controller's nondeterminism, shown by no-fault runs): ")
+		writeCounts(&b, f.ByOracle, f.First)
 	}
 	if len(f.Known) > 0 {
 		fmt.Fprintf(&b, "; %d executions with only known findings (not false alarms):", f.KnownExecutions)
 		writeKnown(&b, f.KnownExecutions, f.Known)
 	}
+	if f.SelfViews.Writes > 0 {
+		s, e := f.SelfViews, f.SelfViewExecutions
+		fmt.Fprintf(&b, "; writes behind their writer's own: %d in %d executions, %d replaced its values (in %d executions), %d of them for good (in %d executions: what the stale-self-view oracle judges)",
+			s.Writes, e.Writes, s.Replacing, e.Replacing, s.Lasting, e.Lasting)
+	}
 	return b.String()
 }
 
-// MeasureFalseAlarms runs n executions, the knob settings in turn, each
-// with one delay step per client on every resource for the whole lag
-// window, the delay drawn at random (from seed) up to the longest watch
-// latency the reference runs showed, and counts the violations: none is
-// expected, since nothing in such a run is a fault a slower apiserver
-// would not produce at once. progress, when set, is called after each
-// execution with its result (nil for a harness error).
-func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progress func(done int, f FalseAlarms, res *Result)) (FalseAlarms, error) {
+// writeCounts writes "oracle: n (first: ...)" for each oracle.
+func writeCounts(b *strings.Builder, counts map[string]int, first map[string]string) {
+	for i, o := range slices.Sorted(maps.Keys(counts)) {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(b, "%s: %d (first: %s)", o, counts[o], first[o])
+	}
+}
+
+// TriageRuns is the most no-fault runs of one knob setting the triage of
+// MeasureFalseAlarms takes, beyond the two reference runs, to look for a
+// difference among runs without any added latency.
+const TriageRuns = 10
+
+// FalseAlarmsOptions say what MeasureFalseAlarms runs.
+type FalseAlarmsOptions struct {
+	// Executions is how many executions to judge. Zero: 200.
+	Executions int
+	// Seed seeds the delays drawn. Zero: 1.
+	Seed uint64
+	// Only keeps the knob settings it accepts. Nil: every setting.
+	Only func(knobs map[string]int) bool
+	// Progress, when set, is called after each execution with its result
+	// (nil for a harness error) and, when it raised a violation that is not
+	// a known finding, its alarm (nil otherwise), which it may annotate
+	// (Alarm.Files).
+	Progress func(done int, f FalseAlarms, res *Result, a *Alarm)
+}
+
+// MeasureFalseAlarms runs executions under ordinary latency only, the
+// knob settings in turn: every watch event of each client delayed, for the
+// whole lag window, by an amount drawn at random up to the longest watch
+// latency the reference runs showed (latencySchedule: in RealisticLatency,
+// each one's input replays it). Each execution with a violation that is
+// not a known finding is triaged (triage): a race, a finding, unless
+// no-fault runs show the same difference, or one in a field they vary, with
+// no write behind its writer's own to explain it: then nondeterminism, a
+// false alarm.
+func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (FalseAlarms, error) {
 	f := FalseAlarms{ByOracle: map[string]int{}, First: map[string]string{}}
+	n, seed := cmp.Or(o.Executions, 200), cmp.Or(o.Seed, 1)
 	settings := knobSettings(e.s.Knobs, math.MaxInt)
+	if o.Only != nil {
+		settings = slices.DeleteFunc(settings, func(k map[string]int) bool { return !o.Only(k) })
+		if len(settings) == 0 {
+			return f, fmt.Errorf("scenario %s: no knob setting is left to measure", e.s.Name)
+		}
+	}
 	for _, knobs := range settings {
 		for range 2 {
 			// A harness error (a slow start on a loaded machine) is run
 			// again, as a fuzzed execution's is.
-			var res *Result
-			var err error
-			for attempt := 0; attempt < 3 && (attempt == 0 || err != nil); attempt++ {
-				res, err = e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
-			}
+			res, err := e.Run(ctx, Schedule{Knobs: knobs}, Retries(3))
 			if err != nil {
 				return f, fmt.Errorf("reference run %v, 3 attempts: %w", knobs, err)
 			}
-			f.MaxDelay = max(f.MaxDelay, watchLatency(res))
+			f.Measured = max(f.Measured, watchLatency(res))
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x5f))
-	b := e.s.Bounds.orDefault()
-	length := min(b.MaxLength, b.MaxLagEnd)
+	tri := triage{env: e, runs: map[string][]noFaultRun{}}
 	for i := range n {
-		sched := Schedule{Knobs: settings[i%len(settings)]}
-		for _, c := range e.s.Clients {
-			d := time.Duration(rng.Int64N(int64(f.MaxDelay) + 1))
-			sched.Steps = append(sched.Steps, Step{Client: c, Action: proxy.Delay, Delay: d, Length: length})
+		sched := e.s.latencySchedule(settings[i%len(settings)], rng, f.Measured, false)
+		for _, st := range sched.Steps {
+			f.MaxDelay = max(f.MaxDelay, st.Delay)
 		}
+		input, _ := e.Input(sched) // nil: not this space's; the schedule in words replays it
 		res, err := e.Run(ctx, sched)
+		var alarm *Alarm
 		if err != nil {
 			f.HarnessErrors++
 			if f.HarnessError == "" {
@@ -157,10 +263,19 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progre
 			}
 			res = nil
 		} else {
-			f.add(i+1, sched, res, e.s.knownOnly(res.Violations))
+			known := e.s.knownOnly(res.Violations)
+			verdict, why := "", ""
+			if len(res.Violations) > 0 && known == nil {
+				verdict, why = tri.judge(ctx, res)
+			}
+			f.add(i+1, sched, input, res, known, verdict, why)
+			if len(f.Alarms) > 0 && f.Alarms[len(f.Alarms)-1].Execution == i+1 {
+				alarm = &f.Alarms[len(f.Alarms)-1]
+			}
 		}
-		if progress != nil {
-			progress(i+1, f, res)
+		f.NoFaultRuns = tri.counts()
+		if o.Progress != nil {
+			o.Progress(i+1, f, res, alarm)
 		}
 		if ctx.Err() != nil {
 			return f, ctx.Err()
@@ -169,20 +284,157 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, n int, seed uint64, progre
 	return f, nil
 }
 
-// watchLatency is the longest time in res from a controller's write being
-// answered to the arrival of its watch event at the proxy.
-func watchLatency(res *Result) time.Duration {
-	answered := map[string]time.Time{}
-	for _, r := range res.Trace.Requests {
-		if r.ReturnedRV != "" && r.Code < 300 {
-			answered[r.ReturnedRV] = r.Start.Add(r.Latency)
+// triage sorts the violations of executions under ordinary latency into
+// races and nondeterminism, by more no-fault runs of their knob settings,
+// made on first need and kept for the next execution of the setting.
+type triage struct {
+	env  *Env
+	runs map[string][]noFaultRun // knob setting → its no-fault runs so far
+	// limit is the most no-fault runs per setting. Zero: TriageRuns.
+	limit int
+}
+
+// noFaultRun is what one no-fault run ended with: per EndState its
+// objects (nil when it did not settle), per Count its peaks.
+type noFaultRun struct {
+	ends   []endObjects
+	counts []map[string]countPeak
+}
+
+func (t *triage) counts() map[string]int {
+	out := map[string]int{}
+	for k, rs := range t.runs {
+		out[k] = len(rs)
+	}
+	return out
+}
+
+// run returns the ith no-fault run of knobs, making it when it is not
+// there yet; false when it could not be made (harness errors).
+func (t *triage) run(ctx context.Context, knobs map[string]int, i int) (noFaultRun, bool) {
+	key := fmt.Sprint(knobs)
+	for len(t.runs[key]) <= i {
+		res, err := t.env.Run(ctx, Schedule{Knobs: knobs}, Retries(3))
+		if err != nil {
+			return noFaultRun{}, false
+		}
+		r := noFaultRun{counts: res.counts}
+		if res.Settled {
+			r.ends = res.ends
+		}
+		t.runs[key] = append(t.runs[key], r)
+	}
+	return t.runs[key][i], true
+}
+
+// judge triages res's violations (none of them only known findings). A
+// violation of an oracle that learns nothing from no-fault runs (a lost
+// update, a write behind its writer's own, convergence, a crash, a storm,
+// the scenario's checks) is a race. An end-state or count difference is
+// looked for in up to TriageRuns more no-fault runs of the knob setting:
+// each difference those runs show too (the same object missing or
+// present, the same value at the same path, as many live objects), or, for
+// a path, one they vary, is the controller's own; the execution is
+// nondeterminism when every difference is, and no write of it was sent
+// from a view behind its writer's own and replaced that write's values
+// (audit.SelfStale): such a write is a race's cause, whatever no-fault runs
+// happen to show. Otherwise it is a race. why says which evidence decided.
+func (t *triage) judge(ctx context.Context, res *Result) (verdict, why string) {
+	for _, v := range res.Violations {
+		if v.Oracle != "end-state" && v.Oracle != "count" {
+			return Race, fmt.Sprintf("[%s] is judged without no-fault runs: under ordinary latency it is a finding", v.Oracle)
 		}
 	}
-	var longest time.Duration
-	for _, ev := range res.Trace.Events {
-		if at, ok := answered[ev.ResourceVersion]; ok {
-			longest = max(longest, ev.Arrived.Sub(at))
+	knobs := res.Schedule.Knobs
+	seen := make([]int, len(res.endDiffs))
+	over := make([]int, len(res.countOver))
+	var ends [][]endObjects // per EndState, the settled no-fault runs' objects
+	n := 0
+	explained := func() bool {
+		for _, k := range seen {
+			if k == 0 {
+				return false
+			}
+		}
+		for _, k := range over {
+			if k == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	limit := t.limit
+	if limit == 0 {
+		limit = TriageRuns
+	}
+	for i := 0; i < limit && !explained(); i++ {
+		r, ok := t.run(ctx, knobs, i)
+		if !ok {
+			break
+		}
+		n++
+		for j, d := range res.endDiffs {
+			if d.state < len(r.ends) && r.ends[d.state] != nil && d.seenIn(r.ends[d.state]) {
+				seen[j]++
+			}
+		}
+		for j, c := range res.countOver {
+			if c.count < len(r.counts) {
+				for kind, p := range r.counts[c.count] {
+					if kind == c.ownerKind && p.n >= c.n {
+						over[j]++
+					}
+				}
+			}
+		}
+		if len(r.ends) > 0 {
+			for s := range r.ends {
+				for len(ends) <= s {
+					ends = append(ends, nil)
+				}
+				if r.ends[s] != nil {
+					ends[s] = append(ends[s], r.ends[s])
+				}
+			}
 		}
 	}
-	return longest
+	behind := res.SelfViews.Replacing > 0
+	var unexplained, evidence []string
+	for j, d := range res.endDiffs {
+		what := d.String()
+		switch {
+		case seen[j] > 0:
+			evidence = append(evidence, fmt.Sprintf("%s: the same in %d of %d no-fault runs", what, seen[j], n))
+		case d.state < len(ends) && d.variesIn(ends[d.state]) && !behind:
+			evidence = append(evidence, fmt.Sprintf("%s: the field varies among %d no-fault runs", what, len(ends[d.state])))
+		default:
+			unexplained = append(unexplained, what)
+		}
+	}
+	for j, c := range res.countOver {
+		what := fmt.Sprintf("%d live at once per %s", c.n, c.ownerKind)
+		if over[j] > 0 {
+			evidence = append(evidence, fmt.Sprintf("%s: as many in %d of %d no-fault runs", what, over[j], n))
+		} else {
+			unexplained = append(unexplained, what)
+		}
+	}
+	switch {
+	case len(unexplained) > 0:
+		return Race, fmt.Sprintf("in none of %d more no-fault runs: %s", n, strings.Join(unexplained, "; "))
+	case behind:
+		return Race, fmt.Sprintf("no-fault runs show it too (%s), but a write of this run was sent from a view behind its writer's own and replaced that write's values (see the audit): a race that needs no added latency", strings.Join(evidence, "; "))
+	}
+	return Nondeterminism, strings.Join(evidence, "; ")
+}
+
+// String names a difference as the end-state oracle does.
+func (d endDiff) String() string {
+	switch {
+	case d.Missing:
+		return fmt.Sprintf("%s %s missing", d.Kind, d.Key)
+	case d.Extra:
+		return fmt.Sprintf("%s %s present", d.Kind, d.Key)
+	}
+	return fmt.Sprintf("%s %s %s=%s", d.Kind, d.Key, d.Path, or(d.Have, "absent"))
 }

@@ -12,6 +12,7 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -30,6 +31,47 @@ func (s Scenario) Decode(b []byte) Schedule { return s.codec(s.Space).decode(b) 
 // Encode is Decode's inverse for schedules Decode can produce, for writing
 // seeds by hand.
 func (s Scenario) Encode(sch Schedule) []byte { return s.codec(s.Space).encode(sch) }
+
+// EncodeExactly is Encode for a schedule the scenario's space can hold
+// exactly; otherwise an error names the first step it cannot (ordinary
+// latency outside RealisticLatency, a fault outside Realistic's spaces, a
+// second fault, a duration between two the layout can write) and what it
+// would replay instead.
+func (s Scenario) EncodeExactly(sch Schedule) ([]byte, error) {
+	b := s.Encode(sch)
+	got := s.Decode(b)
+	if reflect.DeepEqual(normalized(got), normalized(sch)) {
+		return b, nil
+	}
+	for i, st := range sch.Steps {
+		if i >= len(got.Steps) {
+			return nil, fmt.Errorf("space %v holds at most %d steps: %q is not held", s.Space, MaxSteps, st)
+		}
+		if !reflect.DeepEqual(normalized(Schedule{Steps: []Step{got.Steps[i]}}), normalized(Schedule{Steps: []Step{st}})) {
+			return nil, fmt.Errorf("space %v cannot hold step %d exactly: %q would replay as %q", s.Space, i+1, st, got.Steps[i])
+		}
+	}
+	return nil, fmt.Errorf("space %v cannot hold %q exactly: it would replay as %q", s.Space, sch, got)
+}
+
+// normalized is sch with its empty slices nil and its knobs map never nil,
+// for comparing schedules whatever built them.
+func normalized(sch Schedule) Schedule {
+	out := Schedule{Knobs: map[string]int{}}
+	for k, v := range sch.Knobs {
+		out.Knobs[k] = v
+	}
+	for _, st := range sch.Steps {
+		if len(st.Types) == 0 {
+			st.Types = nil
+		}
+		if len(st.Verbs) == 0 {
+			st.Verbs = nil
+		}
+		out.Steps = append(out.Steps, st)
+	}
+	return out
+}
 
 // Fuzz is the whole fuzz target for a scenario:
 //
@@ -178,7 +220,7 @@ func Fuzz(f *testing.F, s Scenario) {
 			// plain go test run leaves nothing behind.
 			written := ""
 			if os.Getenv("STALEFUZZ_FINDINGS") != "" {
-				files := writeFinding(res, s.Name, input)
+				files := writeFinding(res, s.Name, input, replayedOrigin(t.Name()))
 				written = fmt.Sprintf("\ntrace: %s\npicture: %s\ncontrollers' log: %s", files.trace, files.picture, files.logs)
 			}
 			t.Logf("reproduced the known bug (%s):\n%s%s", s.KnownBug, res.Report(), written)
@@ -193,15 +235,19 @@ func Fuzz(f *testing.F, s Scenario) {
 			logKnown(sched, known, keptKnown.keep(res, s.Name, input, known))
 			return
 		}
-		files := writeFinding(res, s.Name, input)
 		origin, ok := origins[string(input)]
 		switch i := referenceSeedIndex(f.Name(), input); {
 		case ok:
+		case !fuzzing:
+			origin = replayedOrigin(t.Name())
+		case i >= 0 && sched.LatencyOnly():
+			origin = fmt.Sprintf("reference-run seed %d (ordinary latency, at what the reference runs measured)", i)
 		case i >= 0:
 			origin = fmt.Sprintf("reference-run seed %d", i)
 		default:
 			origin = "the mutator"
 		}
+		files := writeFinding(res, s.Name, input, origin)
 		// go test -fuzz saves a mutated input in testdata, a failing seed
 		// nowhere: the entry is written next to the trace either way.
 		keep := fmt.Sprintf("mkdir -p testdata/fuzz/%[1]s && cp %[2]s testdata/fuzz/%[1]s/%[3]s && go test -run='^%[1]s/%[3]s$'", f.Name(), files.entry, files.entryName)
@@ -288,7 +334,7 @@ func findingName(scenario string, input []byte) string {
 
 // writeFinding writes an execution's trace and picture into the findings
 // directory and returns their paths, or why each was not written.
-func writeFinding(res *Result, scenario string, input []byte) findingFiles {
+func writeFinding(res *Result, scenario string, input []byte, origin string) findingFiles {
 	var out findingFiles
 	dir := findingsDir()
 	name, err := reserveFinding(dir, findingName(scenario, input))
@@ -306,7 +352,21 @@ func writeFinding(res *Result, scenario string, input []byte) findingFiles {
 		out.logs = "(not written: " + err.Error() + ")"
 	}
 	out.entry, out.entryName, out.entryErr = writeCorpusEntry(dir, name, input)
+	if out.entryErr == nil {
+		_ = writeOrigin(dir, name, origin)
+	}
 	return out
+}
+
+// replayedOrigin is where a replayed input came from (not fuzzing: a
+// regression run, or stalefuzz replay): what STALEFUZZ_INPUT_ORIGIN says
+// (the replay command reads it from the input's .origin file), else the
+// corpus entry the test runs.
+func replayedOrigin(test string) string {
+	if o := os.Getenv("STALEFUZZ_INPUT_ORIGIN"); o != "" {
+		return o
+	}
+	return "the corpus entry " + test
 }
 
 // findingFiles are the paths of a finding's files, or why one was not
@@ -325,7 +385,7 @@ type findingFiles struct {
 // reproductions.
 const Unjudged = "could not judge"
 
-var findingSuffixes = []string{".jsonl", ".html", ".input", ".log"}
+var findingSuffixes = []string{".jsonl", ".html", ".input", ".log", ".origin"}
 
 // reserveFinding returns base, or base-2, base-3, ...: the first name no
 // earlier finding in dir used (a campaign of the same scenario in another
@@ -532,6 +592,43 @@ func writeCorpusEntry(dir, base string, input []byte) (path, name string, err er
 		return err
 	})
 	return path, name, err
+}
+
+// WriteInput writes input as a go test fuzz v1 corpus file, dir/name.input,
+// with where it came from (origin, one line: "a fuzz campaign's mutator",
+// "stalefuzz false-alarms, execution 17") in dir/name.origin, which
+// stalefuzz replay reads (InputOrigin); both 0600. It returns the input's
+// path.
+func WriteInput(dir, name string, input []byte, origin string) (string, error) {
+	path, _, err := writeCorpusEntry(dir, name, input)
+	if err != nil {
+		return "", err
+	}
+	return path, writeOrigin(dir, name, origin)
+}
+
+// writeOrigin writes dir/name.origin (nothing for an empty origin).
+func writeOrigin(dir, name, origin string) error {
+	if origin == "" {
+		return nil
+	}
+	_, err := writeFindingFile(dir, name+".origin", "input's origin", func(w io.Writer) error {
+		_, err := io.WriteString(w, strings.TrimSpace(origin)+"\n")
+		return err
+	})
+	return err
+}
+
+// InputOrigin is where the input at path came from, as WriteInput recorded
+// it beside it (path without its .input, then .origin); "" when nothing
+// says.
+func InputOrigin(path string) string {
+	b, err := os.ReadFile(strings.TrimSuffix(path, ".input") + ".origin")
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
 }
 
 // ReadCorpusEntry reads a []byte input from a file go test -fuzz wrote

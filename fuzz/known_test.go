@@ -46,9 +46,9 @@ func TestFalseAlarmsKnown(t *testing.T) {
 	f := FalseAlarms{ByOracle: map[string]int{}, First: map[string]string{}}
 	keys := []Violation{{Oracle: "count", Message: "ca had 2 live Secrets at once"}}
 	reissue := Known{Oracle: "count", Message: "live CertificateRequests at once", Why: "finding 2"}
-	f.add(1, Schedule{}, &Result{Violations: keys}, []Known{twoKeys})
-	f.add(2, Schedule{}, &Result{Violations: keys}, []Known{twoKeys, reissue}) // both: once an execution, under each finding
-	f.add(3, Schedule{}, &Result{}, nil)
+	f.add(1, Schedule{}, nil, &Result{Violations: keys}, []Known{twoKeys}, "", "")
+	f.add(2, Schedule{}, nil, &Result{Violations: keys}, []Known{twoKeys, reissue}, "", "") // both: once an execution, under each finding
+	f.add(3, Schedule{}, nil, &Result{}, nil, "", "")
 	if f.Executions != 3 || len(f.ByOracle) != 0 || len(f.Alarms) != 0 || f.KnownExecutions != 2 || f.Known["finding 1"] != 2 || f.Known["finding 2"] != 1 {
 		t.Fatalf("got %d judged, by oracle %v, %d alarms, %d known %v; want 3, none, none, 2 with finding 1 twice and finding 2 once", f.Executions, f.ByOracle, len(f.Alarms), f.KnownExecutions, f.Known)
 	}

@@ -130,7 +130,7 @@ func TestControllersLogIsKeptRedactedAndSaved(t *testing.T) {
 
 	dir := filepath.Join(t.TempDir(), "findings")
 	t.Setenv("STALEFUZZ_FINDINGS", dir)
-	files := writeFinding(res, s.Name, s.Encode(Schedule{}))
+	files := writeFinding(res, s.Name, s.Encode(Schedule{}), "")
 	info, err := os.Stat(files.logs)
 	if err != nil {
 		t.Fatalf("the finding's controllers' log: %v", err)

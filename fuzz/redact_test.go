@@ -95,7 +95,7 @@ func TestFindingHoldsNoSecretAndIsPrivate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "findings")
 	t.Setenv("STALEFUZZ_FINDINGS", dir)
 	input := s.Encode(sched)
-	written := writeFinding(res, s.Name, input)
+	written := writeFinding(res, s.Name, input, "")
 	if written.entryErr != nil {
 		t.Fatalf("corpus entry: %v", written.entryErr)
 	}

@@ -49,12 +49,15 @@ const (
 // positions. The list is cut so that replaying it takes about
 // ReferenceSeedsReplay (a reference run's time plus a window per seed),
 // between MinReferenceSeeds and MaxReferenceSeeds. This is Sieve's learning
-// run, fed to go test -fuzz as seed corpus.
+// run, fed to go test -fuzz as seed corpus. In RealisticLatency the first
+// turn is followed by the ordinary-latency seeds (latencySeeds, up to the
+// longest watch latency the reference runs measured), besides that limit.
 func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	type ref struct {
-		knobs map[string]int
-		tr    trace.Trace
-		mark  time.Time
+		knobs   map[string]int
+		tr      trace.Trace
+		mark    time.Time
+		latency []time.Duration
 	}
 	var refs []ref
 	var took time.Duration
@@ -67,7 +70,7 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 				return nil, fmt.Errorf("reference run %v: %w", knobs, err)
 			}
 		}
-		refs = append(refs, ref{knobs, res.Trace, res.Mark})
+		refs = append(refs, ref{knobs, res.Trace, res.Mark, watchLatencies(res)})
 		took += res.Elapsed
 	}
 	b := e.s.Bounds.orDefault()
@@ -80,7 +83,15 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 			byFamily[i] = append(byFamily[i], seeds...)
 		}
 	}
-	// The actions take turns.
+	// The actions take turns. In RealisticLatency, ordinary latency
+	// (latencySeeds, at what the reference runs measured) comes after the
+	// first turn.
+	var most time.Duration
+	for _, r := range refs {
+		if len(r.latency) > 0 {
+			most = max(most, r.latency[len(r.latency)-1])
+		}
+	}
 	var out []Schedule
 	for n := 0; len(out) < limit; n++ {
 		more := false
@@ -89,6 +100,11 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 				out = append(out, seeds[n])
 				more = true
 			}
+		}
+		if n == 0 {
+			latency := e.s.latencySeeds(most)
+			out = append(out, latency...)
+			limit += len(latency) // besides the anchored seeds
 		}
 		if !more {
 			break
@@ -111,7 +127,7 @@ func (e *Env) families() []family {
 	switch e.s.Space {
 	case AnchoredLoss:
 		return []family{{proxy.Drop, false, 0}, {proxy.Hold, false, 0}}
-	case Realistic:
+	case Realistic, RealisticLatency:
 		return []family{{proxy.Expire, false, 0}, {proxy.Freeze, true, 0}, {proxy.Cut, true, 0},
 			{proxy.Freeze, true, b.MaxDelay}, {proxy.Cut, true, b.MaxDelay}, {proxy.Expire, false, b.MaxDelay},
 			{proxy.Break, false, 0}, {proxy.Hold, false, 0}}

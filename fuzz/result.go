@@ -34,6 +34,9 @@ type Result struct {
 	Restarts    []Restart
 	Trace       trace.Trace
 	Violations  []Violation
+	// SelfViews counts the writes sent from a view older than their
+	// writer's own last write (audit.SelfStale), by what they replaced.
+	SelfViews SelfViewStats
 	// Logs is what the controllers logged during the execution (Logs
 	// says which lines, how bounded and how redacted).
 	Logs Logs
@@ -58,6 +61,10 @@ type Result struct {
 	counts []map[string]countPeak
 	// ends are, per Scenario.EndStates, the objects of a settled run.
 	ends []endObjects
+	// endDiffs and countOver are the end-state and count violations as
+	// values (learnedOracles), for triage.
+	endDiffs  []endDiff
+	countOver []countOver
 	// storm is, for an unsettled run of a Storm scenario, how its writes
 	// got nowhere once the faults were over (judged by Env.judgeStorm).
 	storm string

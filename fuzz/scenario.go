@@ -137,6 +137,16 @@ type Scenario struct {
 	// not clean is not judged. Zero: only LostUpdates' paths.
 	LostUpdatesAnyField bool
 
+	// StaleSelfView is the stale-self-view oracle: a stored write sent
+	// from a view older than its writer's own last acknowledged write to
+	// the object (audit.SelfStale: its cache had not yet shown it what it
+	// had itself written) that replaced a value of that own write, which
+	// no later write restored, is a violation naming both writes, their
+	// resourceVersions and the fields. Whatever the oracle, every
+	// execution counts such writes (Result.SelfViews), and a finding's
+	// report lists them as a likely cause. Zero: not judged.
+	StaleSelfView bool
+
 	// Counts are count-safety oracles: kinds whose live objects per
 	// controller owner must never outnumber what no-fault runs have. Zero:
 	// none.

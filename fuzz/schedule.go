@@ -417,6 +417,17 @@ func (s Schedule) LagEnd() time.Duration {
 	return end
 }
 
+// LatencyOnly reports whether the schedule has steps and every one is
+// ordinary latency (Step.IsLatency): a run a healthy, busy cluster gives.
+func (s Schedule) LatencyOnly() bool {
+	for _, st := range s.Steps {
+		if !st.IsLatency() {
+			return false
+		}
+	}
+	return len(s.Steps) > 0
+}
+
 // HasFault reports whether a step breaks a watch or restarts a client.
 func (s Schedule) HasFault() bool {
 	for _, st := range s.Steps {

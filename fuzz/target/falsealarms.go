@@ -8,48 +8,204 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 )
 
+// FalseAlarmsOptions say what MeasureFalseAlarms runs.
+type FalseAlarmsOptions struct {
+	// Executions is how many executions to judge. Zero: 200.
+	Executions int
+	// Knobs keeps only the knob settings with these values, by the
+	// target file's names ("write": "blind"). Zero: every setting.
+	Knobs map[string]string
+	// Progress gets the build's progress, the figure every ten
+	// executions and each execution's violations with their triage, files
+	// and replay command. Zero: nowhere.
+	Progress io.Writer
+	// Dir, when set, is where each execution with a violation that is not
+	// a known finding is written (its trace, the controllers' log, its
+	// picture and its input, named TARGET-alarm-STAMP-N, N its number from
+	// 1: Alarm.Files), and each execution with a write behind its writer's
+	// own that replaced that write's values for good (the stale-self-view
+	// oracle's verdict, judged or not: TARGET-selfview-STAMP-N). Zero:
+	// nothing is written.
+	Dir string
+}
+
 // MeasureFalseAlarms loads and prepares the target file at path, starts its
-// Env and runs fuzz.Env.MeasureFalseAlarms: n executions whose events are
-// only delayed as much as the apiserver delayed them in the no-fault
-// reference runs, so that every violation is a false alarm. Progress (the
-// build, the figure every ten executions, and each execution's violations)
-// goes to progress (nil: nowhere). When dir is not empty, each execution
-// with a violation is written there too, its trace as alarm-N.jsonl and the
-// controllers' log as alarm-N.log (N its number, from 1), for telling an
-// oracle's error from a bug the latency brought out.
-func MeasureFalseAlarms(ctx context.Context, path string, n int, progress io.Writer, dir string) (fuzz.FalseAlarms, error) {
-	_, env, err := prepareEnv(ctx, path, progress)
+// Env and runs fuzz.Env.MeasureFalseAlarms: executions under ordinary
+// latency only (every watch delayed as much as the apiserver delayed one in
+// the no-fault reference runs), each violation triaged as a race (a finding
+// under ordinary latency) or the controller's nondeterminism (a false
+// alarm).
+func MeasureFalseAlarms(ctx context.Context, path string, o FalseAlarmsOptions) (fuzz.FalseAlarms, error) {
+	t, env, err := prepareEnv(ctx, path, o.Progress)
 	if err != nil {
 		return fuzz.FalseAlarms{}, err
 	}
+	only, err := t.only(o.Knobs)
+	if err != nil {
+		return fuzz.FalseAlarms{}, errors.Join(err, env.Stop())
+	}
+	n := cmp.Or(o.Executions, 200)
+	stamp := time.Now().Format("20060102-150405")
+	progress := o.Progress
 	var saveErr error
-	report := func(done int, f fuzz.FalseAlarms, res *fuzz.Result) {
-		if res != nil && len(res.Violations) > 0 {
-			if progress != nil {
-				for _, v := range res.Violations {
-					fmt.Fprintf(progress, "stalefuzz: execution %d: schedule %s: [%s] %s\n", done, res.Schedule, v.Oracle, v.Message)
-				}
+	report := func(done int, f fuzz.FalseAlarms, res *fuzz.Result, a *fuzz.Alarm) {
+		if res != nil && o.Dir != "" && (a != nil || res.SelfViews.Lasting > 0) {
+			what := "alarm"
+			if a == nil {
+				what = "selfview"
 			}
-			if dir != "" {
-				name := fmt.Sprintf("alarm-%d", done)
-				_, err := res.WriteTrace(dir, name)
-				if err == nil {
-					_, err = res.WriteLogs(dir, name)
-				}
-				saveErr = cmp.Or(saveErr, err)
+			files, err := saveExecution(o.Dir, fmt.Sprintf("%s-%s-%s-%d", t.Name, what, stamp, done), res, env, done)
+			saveErr = cmp.Or(saveErr, err)
+			if a != nil {
+				a.Files = files
 			}
+			if progress != nil && a == nil {
+				fmt.Fprintf(progress, "stalefuzz: execution %d: a write behind its writer's own replaced that write's values for good (the stale-self-view oracle's case): trace %s\n", done, files.Trace)
+			}
+		}
+		if progress != nil && a != nil {
+			for _, v := range a.Violations {
+				fmt.Fprintf(progress, "stalefuzz: execution %d: schedule %s: [%s] %s\n", done, a.Schedule, v.Oracle, v.Message)
+			}
+			fmt.Fprintf(progress, "stalefuzz: execution %d: %s\n", done, verdictLine(*a))
+			writeAlarmFiles(progress, path, *a)
 		}
 		if progress != nil && (done%10 == 0 || done == n) {
 			fmt.Fprintf(progress, "stalefuzz: %d/%d executions: %s\n", done, n, f)
 		}
 	}
-	f, err := env.MeasureFalseAlarms(ctx, n, 1, report)
+	f, err := env.MeasureFalseAlarms(ctx, fuzz.FalseAlarmsOptions{Executions: n, Only: only, Progress: report})
 	return f, errors.Join(err, saveErr, env.Stop())
+}
+
+// only is the knob settings filter of knobs (by the file's value names);
+// nil for none. An unknown knob or value is an error naming the choices.
+func (t *Target) only(knobs map[string]string) (func(map[string]int) bool, error) {
+	if len(knobs) == 0 {
+		return nil, nil
+	}
+	want := map[string]int{}
+	for name, value := range knobs {
+		i := slices.IndexFunc(t.Knobs, func(k Knob) bool { return k.Name == name })
+		if i < 0 {
+			var names []string
+			for _, k := range t.Knobs {
+				names = append(names, k.Name)
+			}
+			return nil, fmt.Errorf("target %s: no knob %q (its knobs: %s)", t.Name, name, strings.Join(names, ", "))
+		}
+		v := slices.Index(t.Knobs[i].Values, value)
+		if v < 0 {
+			return nil, fmt.Errorf("target %s: knob %s has no value %q (its values: %s)", t.Name, name, value, strings.Join(t.Knobs[i].Values, ", "))
+		}
+		want[name] = v
+	}
+	return func(m map[string]int) bool {
+		for k, v := range want {
+			if m[k] != v {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+// verdictLine says an alarm's triage in words.
+func verdictLine(a fuzz.Alarm) string {
+	if a.Verdict == fuzz.Race {
+		return "a finding under ordinary latency (a race, not a false alarm): " + a.Why
+	}
+	return "a false alarm (the controller's own nondeterminism: add an endState ignore path for it): " + a.Why
+}
+
+// writeAlarmFiles writes where an alarm's files are and the command that
+// replays it.
+func writeAlarmFiles(w io.Writer, target string, a fuzz.Alarm) {
+	if a.Files.Trace != "" {
+		fmt.Fprintf(w, "  trace: %s\n  picture: %s\n  controllers' log: %s\n", a.Files.Trace, a.Files.Picture, a.Files.Log)
+	}
+	switch {
+	case a.Files.Input != "":
+		fmt.Fprintf(w, "  replay it: stalefuzz replay %s %s --count 20\n", target, a.Files.Input)
+	case a.Input == nil:
+		fmt.Fprintf(w, "  replay it: stalefuzz replay %s --schedule %q --count 20 (the target's space has no input for it)\n", target, a.Schedule)
+	}
+}
+
+// saveExecution writes execution i's trace, log, picture and input into
+// dir, named name, and returns their paths.
+func saveExecution(dir, name string, res *fuzz.Result, env *fuzz.Env, i int) (fuzz.AlarmFiles, error) {
+	var out fuzz.AlarmFiles
+	var err, e error
+	out.Trace, err = res.WriteTrace(dir, name)
+	out.Log, e = res.WriteLogs(dir, name)
+	err = cmp.Or(err, e)
+	out.Picture, e = res.WriteReport(dir, name)
+	err = cmp.Or(err, e)
+	if in, ok := env.Input(res.Schedule); ok {
+		out.Input, e = fuzz.WriteInput(dir, name, in, fmt.Sprintf("stalefuzz false-alarms, execution %d (ordinary latency only)", i))
+		err = cmp.Or(err, e)
+	}
+	return out, err
+}
+
+// FalseAlarmsTB is what CheckFalseAlarms needs of a test (*testing.T).
+type FalseAlarmsTB interface {
+	TB
+	Skip(args ...any)
+	Logf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// CheckFalseAlarms is a target package's false-alarm test: it measures the
+// target file at path (MeasureFalseAlarms) over STALEFUZZ_FALSE_ALARMS
+// executions, or n when that is unset (0: the test is skipped), logs the
+// figure and each execution's violations with their triage, and fails on
+// any false alarm, on any finding under ordinary latency that is not a
+// known finding (the target's known list), and when fewer than three
+// quarters of the executions could be judged. With
+// STALEFUZZ_FALSE_ALARMS_DIR=DIR, the executions with a violation are
+// written into DIR (their traces, logs, pictures and inputs).
+func CheckFalseAlarms(tb FalseAlarmsTB, path string, n int) {
+	tb.Helper()
+	if v := os.Getenv("STALEFUZZ_FALSE_ALARMS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			tb.Fatal(fmt.Errorf("STALEFUZZ_FALSE_ALARMS=%q: %w", v, err))
+		}
+	}
+	if n <= 0 {
+		tb.Skip("STALEFUZZ_FALSE_ALARMS=N runs it")
+	}
+	f, err := MeasureFalseAlarms(context.Background(), path, FalseAlarmsOptions{Executions: n, Progress: os.Stderr, Dir: os.Getenv("STALEFUZZ_FALSE_ALARMS_DIR")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	abs, _ := filepath.Abs(path)
+	for _, a := range f.Alarms {
+		for _, v := range a.Violations {
+			tb.Logf("execution %d: schedule %s: [%s] %s", a.Execution, a.Schedule, v.Oracle, v.Message)
+		}
+		tb.Logf("execution %d: %s", a.Execution, verdictLine(a))
+	}
+	tb.Logf("false alarms of %s: %s", abs, f)
+	if len(f.ByOracle) > 0 {
+		tb.Errorf("false alarms: %s", f)
+	}
+	if r := f.RaceExecutions(); r > 0 {
+		tb.Errorf("%d executions with a finding under ordinary latency, not a known finding of %s (report it, then list it under oracles.known): %s", r, abs, f)
+	}
+	if f.Executions < n*3/4 {
+		tb.Errorf("only %d of %d executions could be judged: %s", f.Executions, n, f)
+	}
 }
 
 // prepareEnv loads and prepares the target file at path (its build's
@@ -71,49 +227,4 @@ func prepareEnv(ctx context.Context, path string, progress io.Writer) (*Target, 
 		return nil, nil, err
 	}
 	return t, env, nil
-}
-
-// FalseAlarmsTB is what CheckFalseAlarms needs of a test (*testing.T).
-type FalseAlarmsTB interface {
-	TB
-	Skip(args ...any)
-	Logf(format string, args ...any)
-	Errorf(format string, args ...any)
-}
-
-// CheckFalseAlarms is a target package's false-alarm test: it measures the
-// target file at path (MeasureFalseAlarms) over STALEFUZZ_FALSE_ALARMS
-// executions, or n when that is unset (0: the test is skipped), logs the
-// figure and each execution's violations, and fails on any false alarm or
-// when fewer than three quarters of the executions could be judged. With
-// STALEFUZZ_FALSE_ALARMS_DIR=DIR, the executions with a violation are
-// written into DIR (their traces and logs).
-func CheckFalseAlarms(tb FalseAlarmsTB, path string, n int) {
-	tb.Helper()
-	if v := os.Getenv("STALEFUZZ_FALSE_ALARMS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			tb.Fatal(fmt.Errorf("STALEFUZZ_FALSE_ALARMS=%q: %w", v, err))
-		}
-	}
-	if n <= 0 {
-		tb.Skip("STALEFUZZ_FALSE_ALARMS=N runs it")
-	}
-	f, err := MeasureFalseAlarms(context.Background(), path, n, os.Stderr, os.Getenv("STALEFUZZ_FALSE_ALARMS_DIR"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	abs, _ := filepath.Abs(path)
-	for _, a := range f.Alarms {
-		for _, v := range a.Violations {
-			tb.Logf("execution %d: schedule %s: [%s] %s", a.Execution, a.Schedule, v.Oracle, v.Message)
-		}
-	}
-	tb.Logf("false alarms of %s: %s", abs, f)
-	if len(f.ByOracle) > 0 {
-		tb.Errorf("false alarms: %s", f)
-	}
-	if f.Executions < n*3/4 {
-		tb.Errorf("only %d of %d executions could be judged: %s", f.Executions, n, f)
-	}
 }

@@ -68,16 +68,8 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 	if len(s.Resources) == 0 {
 		return s, fmt.Errorf("target %s: no resource to fault: list the resources under faults.resources, or each controller's watches", t.Name)
 	}
-	switch t.Faults.Space {
-	case "lag":
-		s.Space = fuzz.LagOnly
-	case "loss":
-		s.Space = fuzz.LagAndLoss
-	case "realistic":
-		s.Space, s.Bounds = fuzz.Realistic, realisticBounds
-	default:
-		s.Space, s.Bounds = fuzz.RealisticLatency, realisticBounds
-	}
+	c := t.codec()
+	s.Space, s.Bounds, s.Knobs = c.Space, c.Bounds, c.Knobs
 	if len(t.Faults.Scopes) > 0 {
 		s.Scopes = map[string]string{}
 		for res, where := range t.Faults.Scopes {
@@ -86,9 +78,6 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 			}
 			s.Scopes[res] = where
 		}
-	}
-	for _, k := range t.Knobs {
-		s.Knobs = append(s.Knobs, fuzz.Knob{Name: k.Name, Values: len(k.Values)})
 	}
 	if t.Builtins != nil {
 		s.AwaitCurrent = t.Builtins.awaitCurrent()
@@ -149,6 +138,60 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		return nil
 	}
 	return s, nil
+}
+
+// codec is the part of the target's scenario that decodes its inputs:
+// its names (clients, resources, objects, knobs), space and bounds. It
+// needs nothing built.
+func (t *Target) codec() fuzz.Scenario {
+	s := fuzz.Scenario{Name: t.Name, Clients: t.Clients(), Resources: t.resources(), Objects: t.Faults.Objects}
+	switch t.Faults.Space {
+	case "lag":
+		s.Space = fuzz.LagOnly
+	case "loss":
+		s.Space = fuzz.LagAndLoss
+	case "realistic":
+		s.Space, s.Bounds = fuzz.Realistic, realisticBounds
+	default:
+		s.Space, s.Bounds = fuzz.RealisticLatency, realisticBounds
+	}
+	for _, k := range t.Knobs {
+		s.Knobs = append(s.Knobs, fuzz.Knob{Name: k.Name, Values: len(k.Values)})
+	}
+	return s
+}
+
+// EncodeText is the input of the target for a schedule in words
+// (fuzz.Scenario.ParseSchedule: what a report's "schedule:" line says), a
+// knob's value given by index or by the file's name for it ("write=blind"),
+// and the schedule it decodes to (fuzz.Scenario.EncodeText). Nothing needs
+// to be built.
+func (t *Target) EncodeText(text string) ([]byte, fuzz.Schedule, error) {
+	if err := t.Validate(); err != nil {
+		return nil, fuzz.Schedule{}, err
+	}
+	parts := strings.Split(text, ";")
+	for i, p := range parts {
+		name, value, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || strings.Contains(name, " ") {
+			continue
+		}
+		for _, k := range t.Knobs {
+			if k.Name != name {
+				continue
+			}
+			if v := slices.Index(k.Values, value); v >= 0 {
+				parts[i] = fmt.Sprintf("%s=%d", name, v)
+			} else if _, err := strconv.Atoi(value); err != nil {
+				return nil, fuzz.Schedule{}, fmt.Errorf("target %s: knob %s has no value %q (its values: %s)", t.Name, name, value, strings.Join(k.Values, ", "))
+			}
+		}
+	}
+	b, sched, err := t.codec().EncodeText(strings.Join(parts, ";"))
+	if err != nil {
+		return nil, sched, fmt.Errorf("target %s: %w", t.Name, err)
+	}
+	return b, sched, nil
 }
 
 // realisticBounds fit the Realistic space's faults and what they set off

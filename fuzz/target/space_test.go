@@ -25,10 +25,8 @@ func TestCommittedInputsKeepTheirMeaning(t *testing.T) {
 		if tg.Faults.Space != "realistic-latency" {
 			continue
 		}
-		s := fuzz.Scenario{Clients: tg.Clients(), Resources: tg.resources(), Objects: tg.Faults.Objects, Bounds: realisticBounds, Space: fuzz.Realistic}
-		for _, k := range tg.Knobs {
-			s.Knobs = append(s.Knobs, fuzz.Knob{Name: k.Name, Values: len(k.Values)})
-		}
+		s := tg.codec()
+		s.Space = fuzz.Realistic
 		inputs, _ := filepath.Glob(filepath.Join(filepath.Dir(f), "testdata", "*.input"))
 		for _, in := range inputs {
 			b, err := fuzz.ReadCorpusEntry(in)

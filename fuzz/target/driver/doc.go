@@ -11,13 +11,18 @@
 // (a plain go test ./... of stalefuzz runs nothing here).
 //
 // STALEFUZZ_FALSE_ALARMS: with STALEFUZZ_TARGET, TestFalseAlarms runs that
-// many executions whose events are only delayed as much as the reference
-// runs showed (target.MeasureFalseAlarms) and prints the figure as one line
-// of JSON after FalseAlarmsPrefix, for `stalefuzz false-alarms`.
+// many executions under ordinary latency only, every watch delayed as much
+// as the reference runs showed, and triages their violations
+// (target.MeasureFalseAlarms); it prints the figure as one line of JSON
+// after FalseAlarmsPrefix, for `stalefuzz false-alarms`.
 //
 // STALEFUZZ_FALSE_ALARMS_DIR: with STALEFUZZ_FALSE_ALARMS, the directory
-// where each execution with a violation is written (its trace, alarm-N.jsonl,
-// and the controllers' log, alarm-N.log); unset, none is.
+// where each execution with a violation is written (its trace, log,
+// picture and input, TARGET-alarm-STAMP-N.*); unset, none is.
+//
+// STALEFUZZ_FALSE_ALARMS_KNOBS: with STALEFUZZ_FALSE_ALARMS, only the knob
+// settings with these values ("write=blind,edit=100ms", by the target
+// file's names); unset or empty, every setting.
 //
 // STALEFUZZ_TRUTH_TABLE: with STALEFUZZ_TARGET, TestTruthTable runs the
 // target's truth table (target.MeasureTruthTable) with these options (a

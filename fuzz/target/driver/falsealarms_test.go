@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
@@ -14,8 +15,9 @@ import (
 // TestFalseAlarms measures the false alarms of the target file named by
 // STALEFUZZ_TARGET in STALEFUZZ_FALSE_ALARMS executions
 // (target.MeasureFalseAlarms), saving the executions with a violation in
-// STALEFUZZ_FALSE_ALARMS_DIR when it is set. Either of the first two
-// unset, it is skipped.
+// STALEFUZZ_FALSE_ALARMS_DIR when it is set, at the knob settings
+// STALEFUZZ_FALSE_ALARMS_KNOBS keeps ("write=blind,edit=100ms"; unset:
+// every one). Either of the first two unset, it is skipped.
 func TestFalseAlarms(t *testing.T) {
 	path, n := os.Getenv("STALEFUZZ_TARGET"), os.Getenv("STALEFUZZ_FALSE_ALARMS")
 	if path == "" || n == "" {
@@ -25,7 +27,15 @@ func TestFalseAlarms(t *testing.T) {
 	if err != nil {
 		t.Fatalf("STALEFUZZ_FALSE_ALARMS=%q: %v", n, err)
 	}
-	f, err := target.MeasureFalseAlarms(context.Background(), path, count, os.Stderr, os.Getenv("STALEFUZZ_FALSE_ALARMS_DIR"))
+	knobs := map[string]string{}
+	for _, kv := range strings.Split(os.Getenv("STALEFUZZ_FALSE_ALARMS_KNOBS"), ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			knobs[k] = v
+		}
+	}
+	f, err := target.MeasureFalseAlarms(context.Background(), path, target.FalseAlarmsOptions{
+		Executions: count, Knobs: knobs, Progress: os.Stderr, Dir: os.Getenv("STALEFUZZ_FALSE_ALARMS_DIR"),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -137,29 +139,103 @@ func newReplayCmd() *cobra.Command {
 	var (
 		count    int
 		findings string
+		schedule string
 	)
 	cmd := &cobra.Command{
-		Use:   "replay TARGET.yaml INPUT",
-		Short: "Replay a saved input (a finding's) against the target, --count times",
+		Use:   "replay TARGET.yaml [INPUT]",
+		Short: "Replay a saved input (a finding's, a false alarm's), or a schedule in words, against the target, --count times",
 		Long: `replay runs the schedule a saved input (a go test fuzz corpus file, as a
-finding keeps) decodes to, --count times, and says in how many runs an
-oracle was violated. The exit status is 1 when it was in any run, 0 when in
-none, 2 for a usage or harness error.`,
+finding or stalefuzz false-alarms keeps) decodes to, or the schedule in
+words --schedule gives (what a report's "schedule:" line says; see
+stalefuzz encode), --count times, and says in how many runs an oracle was
+violated, and where the input came from (its .origin file beside it). The
+exit status is 1 when it was in any run, 0 when in none, 2 for a usage or
+harness error.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return usagef(cmd, "replay takes two arguments, TARGET.yaml and INPUT; got %d", len(args))
+			switch {
+			case len(args) == 2 && schedule == "", len(args) == 1 && schedule != "":
+				return nil
+			case len(args) == 2:
+				return usagef(cmd, "replay takes INPUT or --schedule, not both")
 			}
-			return nil
+			return usagef(cmd, "replay takes TARGET.yaml and INPUT (or --schedule WORDS); got %d arguments", len(args))
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 1 {
 				return usagef(cmd, "--count %d: want at least 1", count)
 			}
-			return replay(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], count, findings)
+			if len(args) == 2 {
+				b, err := os.ReadFile(args[1])
+				if err != nil {
+					return exitError{exitHarness, fmt.Errorf("unable to read input: %w", err)}
+				}
+				origin := cmp.Or(fuzz.InputOrigin(args[1]), "the file "+args[1]+" (nothing beside it says where it came from)")
+				return replay(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], args[1], b, origin, count, findings)
+			}
+			t, err := target.Load(args[0])
+			if err != nil {
+				return exitError{exitHarness, err}
+			}
+			b, sched, err := t.EncodeText(schedule)
+			if err != nil {
+				return usagef(cmd, "--schedule: %v", err)
+			}
+			var corpus bytes.Buffer
+			corpus.WriteString("go test fuzz v1\n[]byte(" + strconv.Quote(string(b)) + ")\n")
+			return replay(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], "schedule.input", corpus.Bytes(), "the schedule in words: "+sched.String(), count, findings)
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 1, "how many times to run the input")
 	cmd.Flags().StringVar(&findings, "findings", "stalefuzz-findings", "directory for the replays' traces, pictures and logs")
+	cmd.Flags().StringVar(&schedule, "schedule", "", "a schedule in words to run instead of an input (\"write=blind; latency 30ms on every watch of every client\")")
+	return cmd
+}
+
+func newEncodeCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "encode TARGET.yaml WORDS",
+		Short: "Write the input of a schedule in words, which stalefuzz replay and go test run",
+		Long: `encode writes the input (a go test fuzz corpus file) of the target for a
+schedule in words: what a finding's or a false alarm's "schedule:" line
+says, parts separated by semicolons, such as
+
+  write=blind; latency 30ms on every watch of every client
+  t+0.00s–2.10s restart mirror right after its 1st write, reconnecting to an apiserver that has not seen that write, 0.30s behind
+  t+0.50s–1.50s hold MODIFIED configmaps/settings for mirror
+
+A knob's value is its index or the target file's name for it; a window left
+out is the whole lag window; a duration the input cannot hold becomes the
+nearest it can, which encode prints. It says what the input replays as, and
+the command that replays it. Nothing is built or run.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usagef(cmd, "encode takes TARGET.yaml and the schedule in words (quoted); got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := target.Load(args[0])
+			if err != nil {
+				return exitError{exitHarness, err}
+			}
+			b, sched, err := t.EncodeText(args[1])
+			if err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			path := out
+			if path == "" {
+				path = filepath.Join("stalefuzz-findings", fmt.Sprintf("%s-encoded-%x.input", t.Name, sha256.Sum256(b))[:len(t.Name)+21])
+			}
+			dir, name := filepath.Dir(path), strings.TrimSuffix(filepath.Base(path), ".input")
+			if path, err = fuzz.WriteInput(dir, name, b, "stalefuzz encode: "+sched.String()); err != nil {
+				return exitError{exitHarness, err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\nit replays: %s\n  stalefuzz replay %s %s --count 20\n", path, sched, args[0], path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "out", "o", "", "the input file to write (NAME.input; its origin goes to NAME.origin). Default: stalefuzz-findings/TARGET-encoded-HASH.input")
 	return cmd
 }
 
@@ -521,11 +597,8 @@ func (t replayTally) oracles() string {
 	return strings.Join(parts, ", ")
 }
 
-func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, count int, findings string) error {
-	b, err := os.ReadFile(input)
-	if err != nil {
-		return exitError{exitHarness, fmt.Errorf("unable to read input: %w", err)}
-	}
+// replay runs b, the corpus file of input, count times: from origin.
+func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, b []byte, origin string, count int, findings string) error {
 	work, rp, err := workDir("stalefuzz-replay-")
 	if err != nil {
 		return exitError{exitHarness, err}
@@ -552,7 +625,7 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, c
 	}
 	cmd := exec.CommandContext(ctx, bin, "-test.run=^"+driverFn+"/"+regexp.QuoteMeta(name)+`\.[0-9]+$`, "-test.v")
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_NO_SEEDS=1")
+	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_NO_SEEDS=1", "STALEFUZZ_INPUT_ORIGIN="+origin)
 	out, _, err := runBinary(rp, cmd, stdout, func(s string) string { return s })
 	if err != nil {
 		return exitError{exitHarness, err}
@@ -569,7 +642,7 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, c
 	if t.unjudged > 0 {
 		notJudged = fmt.Sprintf(" (%d more could not be judged: harness errors, not findings)", t.unjudged)
 	}
-	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s%s\n", t.violated, t.violated+t.clean, input, notJudged)
+	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s%s\ninput from: %s\n", t.violated, t.violated+t.clean, input, notJudged, origin)
 	if len(t.byOracle) > 0 {
 		// Which violation: a run may reproduce by another oracle than the
 		// finding's.
@@ -655,34 +728,61 @@ func copyFiles(src, dst string) (int, error) {
 }
 
 func newFalseAlarmsCmd() *cobra.Command {
-	var count int
+	var (
+		count    int
+		findings string
+		knobs    map[string]string
+	)
 	cmd := &cobra.Command{
 		Use:   "false-alarms TARGET.yaml",
-		Short: "Measure the target's oracles' false alarms: executions that only delay events as a healthy apiserver does",
+		Short: "Judge the target under ordinary latency only: its races, and its oracles' false alarms",
 		Long: `false-alarms runs two no-fault reference runs per knob setting, then
---count executions whose every event is delayed by no more than the
-apiserver itself delayed one in those runs, and counts the executions in
-which each oracle the target file enables raised a violation. None of them
-is a fault a slower apiserver would not produce at once, so every violation
-is a false alarm: an oracle to fix (an endState ignore path, a learned
-limit) before a campaign's findings can be trusted. The exit status is 1
-when any oracle raised one, 0 when none did, 2 for a usage or harness error.`,
+--count executions under ordinary latency only: every watch of every
+client delayed by no more than the apiserver itself delayed one in those
+runs, the knob settings in turn. Nothing in such a run is a fault a busy
+apiserver does not produce, so each violation is triaged:
+
+  race            a finding under ordinary latency: no no-fault run explains
+                  it away (a lost update, a write behind its writer's own, a
+                  crash, or an end-state or count difference that none of up
+                  to 10 more no-fault runs of the setting shows)
+  false alarm     the controller's own nondeterminism, with the evidence: the
+                  same difference in more no-fault runs, or a field they vary,
+                  and no write behind its writer's own to explain it: add an
+                  endState ignore path for it
+
+Each execution with a violation (not a known finding) is kept in --findings:
+its trace, picture, controllers' log and input, with the command that
+replays it. The exit status is 1 when any execution raised a race or a false
+alarm, 0 when none did, 2 for a usage or harness error.`,
 		Args: exactArgs("TARGET.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 1 {
 				return usagef(cmd, "--count %d: want at least 1", count)
 			}
-			return falseAlarms(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], count)
+			return falseAlarms(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], count, findings, knobs)
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 200, "how many executions to judge")
+	cmd.Flags().StringToStringVar(&knobs, "knob", nil, "only the knob settings with this value, by the target file's names (--knob write=blind; repeat or join with commas for more)")
+	cmd.Flags().StringVar(&findings, "findings", "stalefuzz-findings", "directory for the traces, pictures, logs and inputs of the executions that raised a violation")
 	return cmd
 }
 
 // falseAlarms runs the driver's TestFalseAlarms on file and reports its
-// figure.
-func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, count int) error {
-	out, runErr, err := runDriverTest(ctx, stderr, file, "TestFalseAlarms", "STALEFUZZ_FALSE_ALARMS="+strconv.Itoa(count))
+// figure, then each execution that raised a violation with its triage and
+// the command that replays it.
+func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, count int, findings string, knobs map[string]string) error {
+	dir, err := filepath.Abs(findings)
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	var only []string
+	for _, k := range slices.Sorted(maps.Keys(knobs)) {
+		only = append(only, k+"="+knobs[k])
+	}
+	out, runErr, err := runDriverTest(ctx, stderr, file, "TestFalseAlarms", "STALEFUZZ_FALSE_ALARMS="+strconv.Itoa(count),
+		"STALEFUZZ_FALSE_ALARMS_DIR="+dir, "STALEFUZZ_FALSE_ALARMS_KNOBS="+strings.Join(only, ","))
 	if err != nil {
 		return err
 	}
@@ -691,8 +791,27 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 		return exitError{exitHarness, fmt.Errorf("measuring the false alarms of %s gave no figure (%v); its output is above", file, runErr)}
 	}
 	fmt.Fprintf(stdout, "result: %s: %s\n", file, f)
-	if len(f.ByOracle) > 0 {
-		return exitError{exitFinding, fmt.Errorf("%s: false alarms in %d of %d executions", file, maxAlarms(f), f.Executions)}
+	for _, a := range f.Alarms {
+		what := "race (a finding under ordinary latency)"
+		if a.Verdict == fuzz.Nondeterminism {
+			what = "false alarm (the controller's nondeterminism)"
+		}
+		fmt.Fprintf(stdout, "execution %d, %s: %s\n  schedule: %s\n", a.Execution, what, a.Why, a.Schedule)
+		for _, v := range a.Violations {
+			fmt.Fprintf(stdout, "  [%s] %s\n", v.Oracle, v.Message)
+		}
+		if a.Files.Trace != "" {
+			fmt.Fprintf(stdout, "  trace: %s\n  picture: %s\n  controllers' log: %s\n", a.Files.Trace, a.Files.Picture, a.Files.Log)
+		}
+		switch {
+		case a.Files.Input != "":
+			fmt.Fprintf(stdout, "  replay it: stalefuzz replay %s %s --count 20\n", file, a.Files.Input)
+		default:
+			fmt.Fprintf(stdout, "  replay it: stalefuzz replay %s --schedule %q --count 20\n", file, a.Schedule)
+		}
+	}
+	if races := f.RaceExecutions(); races > 0 || len(f.ByOracle) > 0 {
+		return exitError{exitFinding, fmt.Errorf("%s: %d races and false alarms in %d executions", file, len(f.Alarms), f.Executions)}
 	}
 	return nil
 }
@@ -737,13 +856,4 @@ func parseLine[T any](out, prefix string) (T, bool) {
 	}
 	var zero T
 	return zero, false
-}
-
-// maxAlarms is the most executions any one oracle raised a false alarm in.
-func maxAlarms(f fuzz.FalseAlarms) int {
-	n := 0
-	for _, c := range f.ByOracle {
-		n = max(n, c)
-	}
-	return n
 }

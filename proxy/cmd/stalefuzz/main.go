@@ -98,7 +98,7 @@ which 'stalefuzz report' draws and 'stalefuzz audit' audits for blind writes.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{cmd: cmd.CommandPath(), err: err}
 	})
-	root.AddCommand(newProxyCmd(), newReportCmd(), newAuditCmd(), newFuzzCmd(), newReplayCmd(), newFalseAlarmsCmd(), newTruthTableCmd(), newPrepareCmd())
+	root.AddCommand(newProxyCmd(), newReportCmd(), newAuditCmd(), newFuzzCmd(), newReplayCmd(), newFalseAlarmsCmd(), newTruthTableCmd(), newPrepareCmd(), newEncodeCmd())
 	return root
 }
 

@@ -1,0 +1,111 @@
+package fuzz
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/stalefuzz/stalefuzz/proxy/audit"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// SelfViewStats counts, in one execution, the writes sent from a view
+// older than their writer's own last acknowledged write to the object
+// (audit.SelfStale), by how much they can have lost: what the
+// stale-self-view oracle's false-alarm measurement reports.
+type SelfViewStats struct {
+	// Writes are every such write, stored or not (a locked one met 409).
+	Writes int `json:",omitempty"`
+	// Replacing are those that replaced a value of the writer's own unseen
+	// write; Lasting, those of them where no later write restored one of
+	// those values; Judged, those of them where such a field is one the
+	// controllers never rewrote in the no-fault reference runs of the knob
+	// setting, on a resource the writer reads (the rule of
+	// Scenario.LostUpdatesAnyField).
+	Replacing, Lasting, Judged int `json:",omitempty"`
+}
+
+// Add sums two counts.
+func (s SelfViewStats) Add(o SelfViewStats) SelfViewStats {
+	return SelfViewStats{s.Writes + o.Writes, s.Replacing + o.Replacing, s.Lasting + o.Lasting, s.Judged + o.Judged}
+}
+
+// selfViews sorts the SelfStale writes of tr (audit.Of's) by what they can
+// have lost, rewritten being the fields the no-fault reference runs
+// rewrote (nil: not known), and returns the violations of the
+// stale-self-view oracle: each stored write that replaced a value of its
+// writer's own unseen write that no later write restored.
+func selfViews(tr trace.Trace, rep audit.Report, rewritten map[string]bool) (SelfViewStats, []Violation) {
+	var st SelfViewStats
+	var out []Violation
+	reads := readers(tr)
+	for _, s := range rep.SelfStale {
+		st.Writes++
+		if len(s.Replaced) == 0 {
+			continue
+		}
+		st.Replacing++
+		var lasting []audit.Replaced
+		judged := false
+		for _, r := range s.Replaced {
+			if r.Restored {
+				continue
+			}
+			lasting = append(lasting, r)
+			o := s.Object()
+			if rewritten != nil && !rewritten[anyFieldKey(o, r.Path)] && reads[s.Client+"|"+o.Group+"/"+o.Resource] {
+				judged = true
+			}
+		}
+		if len(lasting) == 0 {
+			continue
+		}
+		st.Lasting++
+		if judged {
+			st.Judged++
+		}
+		out = append(out, Violation{Oracle: "stale-self-view", Subject: s.Object().String(), At: s.At, Message: selfViewMessage(s, lasting)})
+	}
+	return st, out
+}
+
+// judgeSelfViews counts res's writes behind their writer's own
+// (Result.SelfViews) and, with Scenario.StaleSelfView, records the
+// oracle's violations. The fields the reference runs rewrote are known
+// only when the learned oracles made those runs already.
+func (e *Env) judgeSelfViews(res *Result) {
+	var rewritten map[string]bool
+	if ref := e.learnedRefs[fmt.Sprint(res.Schedule.Knobs)]; ref != nil {
+		rewritten = ref.rewritten
+	}
+	var vs []Violation
+	res.SelfViews, vs = selfViews(res.Trace, res.Audit(), rewritten)
+	if e.s.StaleSelfView {
+		res.Violations = append(res.Violations, vs...)
+	}
+}
+
+// selfViewMessage says what a stale self-view write replaced for good.
+func selfViewMessage(s audit.SelfStale, lasting []audit.Replaced) string {
+	var fields []string
+	for _, r := range lasting {
+		fields = append(fields, fmt.Sprintf("%s=%s over its own %s", r.Path, clip(r.Value), clip(r.Own)))
+	}
+	view := "having been shown no version of it"
+	if s.View != "" {
+		view = "from a view at resourceVersion " + s.View
+	}
+	verb := s.Verb
+	if s.Subresource != "" {
+		verb += " " + s.Subresource
+	}
+	return fmt.Sprintf("%s: %s's %s (stored at resourceVersion %s) was sent %s, older than its own write at resourceVersion %s, and replaced %s; no later write restored it",
+		s.Object(), s.Client, verb, s.RV, view, s.Own, strings.Join(fields, "; "))
+}
+
+// clip cuts a value for a one-line message.
+func clip(v string) string {
+	if len(v) > 80 {
+		return v[:77] + "..."
+	}
+	return v
+}
