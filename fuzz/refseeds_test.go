@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -55,5 +56,45 @@ func TestNoLagSeedsOnePerKnobSettingAfterTheScenarios(t *testing.T) {
 	}
 	if taken[string(seeds[0])] != "the no-lag seed 0" {
 		t.Errorf("origin %q, want %q", taken[string(seeds[0])], "the no-lag seed 0")
+	}
+}
+
+// TestLatencySeeds: in the latency spaces, a campaign's seeds include
+// ordinary latency at each knob setting, every client's and each client's
+// own, no more than the reference runs measured (cut at MaxDelay), each an
+// input of the space that replays exactly; other spaces get none.
+func TestLatencySeeds(t *testing.T) {
+	s := testScenario
+	s.Space = RealisticLatency
+	seeds := s.latencySeeds(120 * time.Millisecond)
+	if len(seeds) != MaxLatencySeeds {
+		t.Fatalf("%d seeds, want %d", len(seeds), MaxLatencySeeds)
+	}
+	settings, every, own := map[string]bool{}, 0, 0
+	for _, sch := range seeds {
+		settings[fmt.Sprint(sch.Knobs)] = true
+		if !sch.LatencyOnly() {
+			t.Errorf("seed %s: not ordinary latency only", sch)
+		}
+		for _, st := range sch.Steps {
+			if st.Delay > 120*time.Millisecond || st.Start != 0 {
+				t.Errorf("seed %s: a delay over what was measured, or a window not from the mark", sch)
+			}
+		}
+		if sch.Steps[0].Client == "" {
+			every++
+		} else {
+			own++
+		}
+		if _, err := s.EncodeExactly(sch); err != nil {
+			t.Errorf("seed %s: %v", sch, err)
+		}
+	}
+	if len(settings) != MaxLatencySeeds || every == 0 || own == 0 {
+		t.Errorf("seeds over %d knob settings, %d of every client and %d per client: want the knobs varied, and both", len(settings), every, own)
+	}
+	s.Space = Realistic
+	if got := s.latencySeeds(120 * time.Millisecond); got != nil {
+		t.Errorf("Realistic has no latency: got %v", got)
 	}
 }

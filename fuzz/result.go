@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -156,14 +157,16 @@ func (r *Result) Report() string {
 			fmt.Fprintf(&b, "  ... and %d more like it ([%s] on %s; every one is in the picture and in Result.Violations)\n", g.more, g.first.Oracle, g.subject())
 		}
 	}
+	rep := r.Audit()
+	r.reportCause(&b, rep)
 	b.WriteString("timeline (t = seconds after the mark):\n")
-	for _, l := range r.Timeline(60) {
+	for _, l := range r.timeline(60, r.focus(rep), rep) {
 		b.WriteString("  " + l + "\n")
 	}
 	r.reportLogs(&b)
 	b.WriteString("writes (the blind-write audit of this execution):\n")
 	var tbl strings.Builder
-	_ = r.Audit().WriteTable(&tbl)
+	_ = rep.WriteTable(&tbl)
 	for _, l := range strings.Split(strings.TrimRight(tbl.String(), "\n"), "\n") {
 		b.WriteString("  " + l + "\n")
 	}
@@ -272,15 +275,69 @@ func (r *Result) Page() report.Page {
 }
 
 // Timeline lists, in time order, the lag windows, every write with its
-// precondition and answer, and every event the lag touched; at most max lines.
-func (r *Result) Timeline(max int) []string {
+// precondition and answer, and every event the lag touched; at most max
+// lines, around the moment that matters (the first violation's, else the
+// first write behind its writer's own that replaced that write's values,
+// else the end), with the schedule's steps first.
+func (r *Result) Timeline(most int) []string {
+	rep := r.Audit()
+	return r.timeline(most, r.focus(rep), rep)
+}
+
+// focus is the moment a finding's timeline is centered on: the first
+// violation that says when it happened, else the first write behind its
+// writer's own that replaced that write's values; zero for the end.
+func (r *Result) focus(rep audit.Report) time.Time {
+	var at time.Time
+	for _, v := range r.Violations {
+		if !v.At.IsZero() && (at.IsZero() || v.At.Before(at)) {
+			at = v.At
+		}
+	}
+	if !at.IsZero() {
+		return at
+	}
+	for _, s := range rep.SelfStale {
+		if len(s.Replaced) > 0 {
+			return s.At
+		}
+	}
+	return time.Time{}
+}
+
+// reportCause writes, when the execution has writes behind their
+// writer's own that replaced that write's values, the first few as a
+// likely cause: a controller acting on a cache older than its own last
+// write is the commonest stale-cache bug, and the oracles' symptom (an
+// object left behind, a count) is often far from it.
+func (r *Result) reportCause(b *strings.Builder, rep audit.Report) {
+	var cause []audit.SelfStale
+	for _, s := range rep.SelfStale {
+		if len(s.Replaced) > 0 {
+			cause = append(cause, s)
+		}
+	}
+	if len(cause) == 0 || len(r.Violations) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "a likely cause: %d writes sent from a view older than their writer's own last write replaced values of that write (the audit below has every one):\n", len(cause))
+	for _, s := range cause[:min(3, len(cause))] {
+		fmt.Fprintf(b, "  t%+.3fs %s\n", s.At.Sub(r.Mark).Seconds(), s)
+	}
+}
+
+func (r *Result) timeline(most int, focus time.Time, rep audit.Report) []string {
 	type line struct {
 		at  time.Duration
 		txt string
 	}
-	var ls []line
+	var steps, ls []line
 	for _, st := range r.Schedule.Steps {
-		ls = append(ls, line{st.Start, "lag    " + st.String()})
+		steps = append(steps, line{st.Start, "lag    " + st.String()})
+	}
+	behind := map[string]audit.SelfStale{} // client|verb|object|start → the write
+	for _, s := range rep.SelfStale {
+		behind[s.Client+"|"+s.Verb+"|"+s.Object().String()+"|"+s.At.String()] = s
 	}
 	for _, rs := range r.Restarts {
 		lag := ""
@@ -323,6 +380,17 @@ func (r *Result) Timeline(max int) []string {
 		if q.Fault != "" {
 			txt += " [" + q.Fault + "]"
 		}
+		if s, ok := behind[q.Client+"|"+q.Verb+"|"+q.Object().String()+"|"+q.Start.String()]; ok {
+			view := "none"
+			if s.View != "" {
+				view = "rv " + s.View
+			}
+			txt += fmt.Sprintf(" [view %s, behind its own write at rv %s", view, s.Own)
+			if len(s.Replaced) > 0 {
+				txt += fmt.Sprintf(": replaced %d of its values", len(s.Replaced))
+			}
+			txt += "]"
+		}
 		ls = append(ls, line{q.Start.Sub(r.Mark), txt})
 	}
 	for _, ev := range r.Trace.Events {
@@ -336,13 +404,31 @@ func (r *Result) Timeline(max int) []string {
 		ls = append(ls, line{ev.Arrived.Sub(r.Mark), fmt.Sprintf("event  %-18s %-8s %s/%s rv=%s: %s", ev.Client, ev.Type, ev.Resource, ev.Name, ev.ResourceVersion, fate)})
 	}
 	slices.SortStableFunc(ls, func(a, b line) int { return int(a.at - b.at) })
-	out := make([]string, 0, len(ls))
-	for i, l := range ls {
-		if i == max {
-			out = append(out, fmt.Sprintf("... %d more (see the trace)", len(ls)-max))
-			break
+	// The window of max lines (less the steps) around the focus: two
+	// thirds before it, a third from it on; the end when there is none.
+	room := max(10, most-len(steps))
+	from, to := 0, len(ls)
+	if room < len(ls) {
+		center := len(ls)
+		if !focus.IsZero() {
+			at := focus.Sub(r.Mark)
+			center = sort.Search(len(ls), func(i int) bool { return ls[i].at >= at })
 		}
+		from = min(len(ls)-room, max(0, center-room*2/3))
+		to = from + room
+	}
+	out := make([]string, 0, most+2)
+	for _, l := range steps {
 		out = append(out, fmt.Sprintf("%+7.3f  %s", l.at.Seconds(), l.txt))
+	}
+	if from > 0 {
+		out = append(out, fmt.Sprintf("... %d earlier (see the trace)", from))
+	}
+	for _, l := range ls[from:to] {
+		out = append(out, fmt.Sprintf("%+7.3f  %s", l.at.Seconds(), l.txt))
+	}
+	if to < len(ls) {
+		out = append(out, fmt.Sprintf("... %d more (see the trace)", len(ls)-to))
 	}
 	return out
 }

@@ -148,13 +148,23 @@ const (
 	// it is a space of its own: Realistic's corpus keeps its meaning there,
 	// and a Realistic input without action 6 or 7 means the same here.
 	RealisticLatency
+	// OrdinaryLatency has ordinary latency only: every record is a latency
+	// step, of every client when its action's low 3 bits are 7, else of
+	// the record's client (RealisticLatency's records 6 and 7 mean the
+	// same here, so its latency-only inputs replay alike). No fault, no
+	// targeted lag: what a healthy, busy cluster does, to measure what a
+	// controller does under that alone.
+	OrdinaryLatency
 )
 
 // anchored reports whether the space's records can anchor a step to the Nth
 // matching event or write (6-byte records).
 func (sp Space) anchored() bool {
-	return sp == Realistic || sp == AnchoredLoss || sp == RealisticLatency
+	return sp == Realistic || sp == AnchoredLoss || sp == RealisticLatency || sp == OrdinaryLatency
 }
+
+// latency reports whether the space has ordinary latency steps.
+func (sp Space) latency() bool { return sp == RealisticLatency || sp == OrdinaryLatency }
 
 // faults reports whether the space has faults: broken watches, relists,
 // restarts.
@@ -172,6 +182,8 @@ func (sp Space) String() string {
 		return "anchored-lag-and-loss"
 	case RealisticLatency:
 		return "realistic-latency"
+	case OrdinaryLatency:
+		return "ordinary-latency"
 	}
 	return fmt.Sprintf("Space(%d)", int(sp))
 }
@@ -571,7 +583,9 @@ func (c codec) decode(b []byte) Schedule {
 // In RealisticLatency the action's low 3 bits 6 and 7 are ordinary latency
 // (Step.IsLatency): every watch event of the record's client (7: of every
 // client), of every resource and object, delayed by the high 5 bits in the
-// window; the types, the target's object nibble and after are not used.
+// window; the types, the target's object nibble and after are not used. In
+// OrdinaryLatency every action is: 7 of every client, the others of the
+// record's client.
 //
 // Only the first fault (break, relist, restart) of a schedule is one: a
 // later fault record decodes to a hold of the same window and target, so
@@ -613,7 +627,10 @@ func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
 			s.Steps = append(s.Steps, st)
 			continue
 		}
-		if c.space == RealisticLatency && act >= 6 {
+		if c.space == OrdinaryLatency && act < 6 {
+			act = 6
+		}
+		if c.space.latency() && act >= 6 {
 			st.Action, st.Delay, st.After = proxy.Delay, param, 0
 			if act == 7 {
 				st.Client = ""

@@ -26,7 +26,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{1, 3, 0, 0x11, 40, 200, 1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency} {
+		for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency} {
 			s := testScenario
 			s.Space = space
 			sch := s.Decode(b)
@@ -68,8 +68,11 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 				t.Fatalf("%v schedule has a fault: %s", s.Space, st)
 			}
 		}
-		if st.IsLatency() && s.Space != RealisticLatency {
+		if st.IsLatency() && !s.Space.latency() {
 			t.Fatalf("%v schedule has ordinary latency: %s", s.Space, st)
+		}
+		if !st.IsLatency() && s.Space == OrdinaryLatency {
+			t.Fatalf("%v schedule has more than ordinary latency: %s", s.Space, st)
 		}
 	}
 	if faults > 1 {
@@ -124,7 +127,7 @@ func TestEncodeHandWritten(t *testing.T) {
 
 func TestDecodeRandomBounds(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency} {
+	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency} {
 		s := testScenario
 		s.Space = space
 		for range 10000 {
@@ -214,6 +217,12 @@ func TestDecodeLatencyLayout(t *testing.T) {
 	}
 	if r := got.Steps[1].Rules("ns"); len(r) != 1 || r[0].Client != "" || r[0].Resource != "" || r[0].Namespace != "ns" || r[0].Delay != DefaultBounds.MaxDelay {
 		t.Errorf("every client's latency: rules %+v", r)
+	}
+	// In OrdinaryLatency, latency records mean the same and every other
+	// record is latency too.
+	s.Space = OrdinaryLatency
+	if ol := s.Decode(in); !reflect.DeepEqual(ol.Steps[:2], want.Steps[:2]) || !ol.Steps[2].IsLatency() || ol.Steps[2].Client != "replica-0" {
+		t.Errorf("OrdinaryLatency decodes %s", ol)
 	}
 	// In Realistic the same bytes are holds: that corpus keeps its meaning.
 	s.Space = Realistic

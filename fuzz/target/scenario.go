@@ -152,6 +152,8 @@ func (t *Target) codec() fuzz.Scenario {
 		s.Space = fuzz.LagAndLoss
 	case "realistic":
 		s.Space, s.Bounds = fuzz.Realistic, realisticBounds
+	case "latency":
+		s.Space, s.Bounds = fuzz.OrdinaryLatency, realisticBounds
 	default:
 		s.Space, s.Bounds = fuzz.RealisticLatency, realisticBounds
 	}

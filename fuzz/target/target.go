@@ -220,9 +220,10 @@ type Faults struct {
 	// little late, as a busy apiserver makes them), "realistic" (lag,
 	// broken watches, relists after 410, lists from a lagging apiserver,
 	// restarts between writes, without ordinary latency: its inputs keep
-	// the meaning they had before realistic-latency existed), "lag" (delay
-	// and hold) or "loss" (lag and dropped events, which no real apiserver
-	// does). Zero: realistic-latency.
+	// the meaning they had before realistic-latency existed), "latency"
+	// (ordinary latency only: what a healthy, busy cluster does, no
+	// fault), "lag" (delay and hold) or "loss" (lag and dropped events,
+	// which no real apiserver does). Zero: realistic-latency.
 	Space string `yaml:"space"`
 	// Resources are the plural resources faults act on. Zero: every
 	// controller's Watches.

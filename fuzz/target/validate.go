@@ -184,9 +184,9 @@ func (t *Target) validate(p *positions) error {
 			func(v string, d bool, path ...any) { refs(v, d, append([]any{"workload", i}, path...)...) })
 	}
 	switch t.Faults.Space {
-	case "", "lag", "realistic", "realistic-latency", "loss":
+	case "", "lag", "realistic", "realistic-latency", "latency", "loss":
 	default:
-		bad(fmt.Errorf("want realistic-latency, realistic, lag or loss, got %q", t.Faults.Space), "faults", "space")
+		bad(fmt.Errorf("want realistic-latency, realistic, latency, lag or loss, got %q", t.Faults.Space), "faults", "space")
 	}
 	for res, where := range t.Faults.Scopes {
 		if where != "cluster" && !labelRE.MatchString(where) {

@@ -1,0 +1,53 @@
+package fuzz
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
+)
+
+// TestTimelineAroundTheCause: a long run's timeline shows the lines around
+// what matters, not its first ones: the write behind its writer's own
+// (here the violation's moment) is in the window with what led to it, the
+// lines before and after are counted, and the report names the write as a
+// likely cause.
+func TestTimelineAroundTheCause(t *testing.T) {
+	mark := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	patch := func(ms int, rv, plan string) trace.Request {
+		return trace.Request{Client: "c", Verb: "patch", Resource: "rollouts", Subresource: "status", Namespace: "ns", Name: "r",
+			Start: mark.Add(time.Duration(ms) * time.Millisecond), Latency: time.Millisecond, Code: 200, ReturnedRV: rv,
+			Write: &trace.Write{Patch: "merge", Set: map[string]string{"status.plan.id": strconv.Quote(plan)}}}
+	}
+	var tr trace.Trace
+	rv := 100
+	// 100 writes the controller saw the answers of (each one's event
+	// released to it), then one from a view behind its own last write.
+	for i := range 100 {
+		rv++
+		tr.Requests = append(tr.Requests, patch(10*i, strconv.Itoa(rv), "p"+strconv.Itoa(i)))
+		tr.Events = append(tr.Events, trace.Event{Client: "c", Resource: "rollouts", Type: "MODIFIED", Namespace: "ns", Name: "r", ResourceVersion: strconv.Itoa(rv),
+			Arrived: mark.Add(time.Duration(10*i+2) * time.Millisecond), Released: mark.Add(time.Duration(10*i+2) * time.Millisecond), Fate: trace.Released, Rule: 0})
+	}
+	tr.Requests = append(tr.Requests, patch(1005, "201", "own"), patch(1010, "202", "stale"))
+	for i := range 50 { // and a tail of other writes
+		tr.Requests = append(tr.Requests, trace.Request{Client: "d", Verb: "patch", Resource: "configmaps", Namespace: "ns", Name: "x" + strconv.Itoa(i),
+			Start: mark.Add(time.Duration(1100+10*i) * time.Millisecond), Code: 200, ReturnedRV: strconv.Itoa(300 + i)})
+	}
+	res := &Result{Scenario: "s", Mark: mark, Trace: tr, Violations: []Violation{{Oracle: "end-state", Message: "ConfigMap only-a: present"}}}
+	lines := res.Timeline(30)
+	text := strings.Join(lines, "\n")
+	if !strings.Contains(text, "[view rv 200, behind its own write at rv 201: replaced 1 of its values]") {
+		t.Errorf("the write behind its own is not in the timeline, marked:\n%s", text)
+	}
+	if !strings.HasPrefix(lines[0], "... ") || !strings.Contains(lines[0], "earlier (see the trace)") || !strings.Contains(lines[len(lines)-1], "more (see the trace)") {
+		t.Errorf("want the lines before and after the window counted:\n%s", text)
+	}
+	rep := res.Report()
+	if want := "a likely cause: 1 writes sent from a view older than their writer's own last write replaced values of that write"; !strings.Contains(rep, want) ||
+		!strings.Contains(rep, `status.plan.id="stale" replaced its own "own" of rv 201`) {
+		t.Errorf("report lacks the cause:\n%s", rep)
+	}
+}
