@@ -27,11 +27,12 @@ type FalseAlarms struct {
 	// that judge a settled run only (end state, convergence) did not
 	// judge them.
 	Unsettled int `json:",omitempty"`
-	// MaxDelay is the largest delay a schedule used; Measured, the longest
-	// time in the reference runs from a write's answer to its watch
-	// event's arrival at the proxy, which MaxDelay is drawn up to (cut at
-	// the scenario's Bounds.MaxDelay, the space's most).
-	MaxDelay, Measured time.Duration
+	// MaxDelay is the largest delay a schedule used. Measured and
+	// MeasuredMax are the median and the longest time, in the reference
+	// runs, from a write's answer to its watch event's arrival at the
+	// proxy (watchLatencies); delays are drawn log-uniformly from Measured
+	// up to the scenario's Bounds.MaxDelay (latencySchedule).
+	MaxDelay, Measured, MeasuredMax time.Duration
 	// ByOracle counts, per oracle, the executions with a violation
 	// triaged as nondeterminism: the false alarms. First keeps the first
 	// message and schedule of each.
@@ -162,7 +163,7 @@ func (f FalseAlarms) String() string {
 	if f.Unsettled > 0 {
 		fmt.Fprintf(&b, "; %d never settled, so no end state judged", f.Unsettled)
 	}
-	fmt.Fprintf(&b, "), every watch delayed by at most %v (the reference runs' longest watch latency: %v): ", f.MaxDelay, f.Measured)
+	fmt.Fprintf(&b, "), every watch delayed by at most %v (drawn from the reference runs' median watch latency, %v; their longest: %v): ", f.MaxDelay, f.Measured.Round(10*time.Microsecond), f.MeasuredMax.Round(10*time.Microsecond))
 	if n := f.RaceExecutions(); n > 0 {
 		fmt.Fprintf(&b, "%d executions with a finding under ordinary latency (a race, not a false alarm: ", n)
 		writeCounts(&b, f.Races, f.FirstRace)
@@ -218,9 +219,9 @@ type FalseAlarmsOptions struct {
 
 // MeasureFalseAlarms runs executions under ordinary latency only, the
 // knob settings in turn: every watch event of each client delayed, for the
-// whole lag window, by an amount drawn at random up to the longest watch
-// latency the reference runs showed (latencySchedule: in RealisticLatency,
-// each one's input replays it). Each execution with a violation that is
+// whole lag window, by an amount drawn at random, log-uniformly from the
+// reference runs' median watch latency to Bounds.MaxDelay (latencySchedule:
+// in the latency spaces, each one's input replays it). Each execution with a violation that is
 // not a known finding is triaged (triage): a race, a finding, unless
 // no-fault runs show the same difference, or one in a field they vary, with
 // no write behind its writer's own to explain it: then nondeterminism, a
@@ -235,6 +236,7 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 			return f, fmt.Errorf("scenario %s: no knob setting is left to measure", e.s.Name)
 		}
 	}
+	var latencies []time.Duration
 	for _, knobs := range settings {
 		for range 2 {
 			// A harness error (a slow start on a loaded machine) is run
@@ -243,8 +245,13 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 			if err != nil {
 				return f, fmt.Errorf("reference run %v, 3 attempts: %w", knobs, err)
 			}
-			f.Measured = max(f.Measured, watchLatency(res))
+			latencies = append(latencies, watchLatencies(res)...)
 		}
+	}
+	slices.Sort(latencies)
+	f.Measured = median(latencies)
+	if len(latencies) > 0 {
+		f.MeasuredMax = latencies[len(latencies)-1]
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x5f))
 	tri := triage{env: e, runs: map[string][]noFaultRun{}}

@@ -1,6 +1,7 @@
 package fuzz
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -14,18 +15,24 @@ const MaxLatencySeeds = 8
 
 // latencySchedule is ordinary latency at knobs: every watch event of each
 // client delayed, for the whole lag window from the mark, by its own amount
-// drawn uniformly from [0, most] with rng (one step per client; one step for
-// every client when there are more clients than MaxSteps, or when same),
-// each amount one the RealisticLatency codec can write, so that the
-// schedule is an input of that space. most is cut at Bounds.MaxDelay.
-func (s *Scenario) latencySchedule(knobs map[string]int, rng *rand.Rand, most time.Duration, same bool) Schedule {
+// (one step per client; one step for every client when there are more
+// clients than MaxSteps, or when same), drawn with rng log-uniformly from
+// [lo, Bounds.MaxDelay]: most amounts are tens of milliseconds, a few
+// reach the most. Each amount is one the RealisticLatency codec can
+// write, so that the schedule is an input of that space.
+//
+// A local apiserver delivers a write's watch event to every watcher within
+// a millisecond or two (the reference runs measure it: lo); a real
+// cluster's are later and vary (a busy apiserver or etcd, API Priority and
+// Fairness queueing, a network between zones): tens of milliseconds on a
+// busy control plane, hundreds under load. Bounds.MaxDelay (0.3 s for
+// target files) is the most the space calls ordinary.
+func (s *Scenario) latencySchedule(knobs map[string]int, rng *rand.Rand, lo time.Duration, same bool) Schedule {
 	b := s.Bounds.orDefault()
-	most = min(most, b.MaxDelay)
+	lo = min(max(lo, time.Millisecond), b.MaxDelay)
 	draw := func() time.Duration {
-		// The codec's levels are quad5(0..31) of MaxDelay: pick the
-		// highest level within a uniform draw.
-		d := time.Duration(rng.Int64N(int64(most) + 1))
-		return quad5(unquad5Floor(d, b.MaxDelay), b.MaxDelay)
+		f := math.Exp(math.Log(float64(lo)) + rng.Float64()*(math.Log(float64(b.MaxDelay))-math.Log(float64(lo))))
+		return quad5(unquad5(time.Duration(f), b.MaxDelay), b.MaxDelay)
 	}
 	sched := Schedule{Knobs: knobs}
 	length := min(b.MaxLength, b.MaxLagEnd)
@@ -39,30 +46,23 @@ func (s *Scenario) latencySchedule(knobs map[string]int, rng *rand.Rand, most ti
 	return sched
 }
 
-// unquad5Floor is the highest byte whose quad5 value is at most d.
-func unquad5Floor(d, hi time.Duration) byte {
-	var best byte
-	for b := byte(0); b <= 31; b++ {
-		if quad5(b, hi) <= d {
-			best = b
-		}
-	}
-	return best
-}
-
-// watchLatencies are, in res, the times from a controller's write being
-// answered to the arrival of its watch event at the proxy (each client's
-// watch of it): how late a healthy apiserver delivers an event, sorted.
+// watchLatencies are, in res, the times from a controller's stored write
+// being answered to the first arrival at the proxy of its watch event on
+// each client's watch: how late a healthy apiserver delivers an event,
+// sorted.
 func watchLatencies(res *Result) []time.Duration {
 	answered := map[string]time.Time{}
 	for _, r := range res.Trace.Requests {
-		if r.ReturnedRV != "" && r.Code < 300 {
+		if r.IsWrite() && !r.DryRun && r.ReturnedRV != "" && r.Code/100 == 2 {
 			answered[r.ReturnedRV] = r.Start.Add(r.Latency)
 		}
 	}
+	first := map[[2]string]bool{}
 	var out []time.Duration
 	for _, ev := range res.Trace.Events {
-		if at, ok := answered[ev.ResourceVersion]; ok {
+		k := [2]string{ev.Client, ev.ResourceVersion}
+		if at, ok := answered[ev.ResourceVersion]; ok && !first[k] {
+			first[k] = true
 			out = append(out, max(0, ev.Arrived.Sub(at)))
 		}
 	}
@@ -70,32 +70,31 @@ func watchLatencies(res *Result) []time.Duration {
 	return out
 }
 
-// watchLatency is the longest of watchLatencies.
-func watchLatency(res *Result) time.Duration {
-	l := watchLatencies(res)
-	if len(l) == 0 {
+// median is the middle of sorted durations; 0 for none.
+func median(sorted []time.Duration) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	return l[len(l)-1]
+	return sorted[len(sorted)/2]
 }
 
 // latencySeeds are the latency spaces' ordinary-latency seeds,
 // MaxLatencySeeds of them, the knob settings in turn (those with the fewest
 // knobs away from zero first), in turn latency on every watch of every client
-// and each client's own, their amounts drawn (from a fixed seed) up to the
-// longest watch latency the reference runs measured (most). The workload's
+// and each client's own, their amounts drawn (from a fixed seed) from the
+// reference runs' median watch latency (lo) up (latencySchedule). The workload's
 // knobs vary with them, so that a race one setting brings out under
 // latency alone is met in the first minutes of a campaign.
-func (s *Scenario) latencySeeds(most time.Duration) []Schedule {
-	if !s.Space.latency() || most <= 0 {
+func (s *Scenario) latencySeeds(lo time.Duration) []Schedule {
+	if !s.Space.latency() {
 		return nil
 	}
-	rng := rand.New(rand.NewPCG(uint64(most), 0x1a7e))
+	rng := rand.New(rand.NewPCG(uint64(lo), 0x1a7e))
 	settings := knobSettings(s.Knobs, MaxLatencySeeds)
 	var out []Schedule
 	for i := range MaxLatencySeeds {
 		n := len(settings)
-		out = append(out, s.latencySchedule(settings[i%n], rng, most, (i+i/n)%2 == 0))
+		out = append(out, s.latencySchedule(settings[i%n], rng, lo, (i+i/n)%2 == 0))
 	}
 	return out
 }

@@ -50,8 +50,8 @@ const (
 // ReferenceSeedsReplay (a reference run's time plus a window per seed),
 // between MinReferenceSeeds and MaxReferenceSeeds. This is Sieve's learning
 // run, fed to go test -fuzz as seed corpus. In RealisticLatency the first
-// turn is followed by the ordinary-latency seeds (latencySeeds, up to the
-// longest watch latency the reference runs measured), besides that limit.
+// turn is followed by the ordinary-latency seeds (latencySeeds, from the
+// reference runs' median watch latency up), besides that limit.
 func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	type ref struct {
 		knobs   map[string]int
@@ -86,12 +86,11 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	// The actions take turns. In RealisticLatency, ordinary latency
 	// (latencySeeds, at what the reference runs measured) comes after the
 	// first turn.
-	var most time.Duration
+	var latencies []time.Duration
 	for _, r := range refs {
-		if len(r.latency) > 0 {
-			most = max(most, r.latency[len(r.latency)-1])
-		}
+		latencies = append(latencies, r.latency...)
 	}
+	slices.Sort(latencies)
 	var out []Schedule
 	for n := 0; len(out) < limit; n++ {
 		more := false
@@ -102,7 +101,7 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 			}
 		}
 		if n == 0 {
-			latency := e.s.latencySeeds(most)
+			latency := e.s.latencySeeds(median(latencies))
 			out = append(out, latency...)
 			limit += len(latency) // besides the anchored seeds
 		}

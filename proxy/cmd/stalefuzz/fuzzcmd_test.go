@@ -113,18 +113,20 @@ const contention = "../../../scenarios/contention/"
 // under ordinary latency only, with the command a controller author runs:
 // its blind status patch loses the controller's own plan when its next
 // reconcile starts from a cache older than that write, a race that needs
-// no fault (8 of 10 such executions raise it), so its executions are
-// triaged as races, never false alarms. Each race is kept with its trace
+// no fault: with the delays drawn from the fixed seed, executions 2 and 4
+// have every watch 0.26 s and 0.10 s late, and such executions raised it
+// in 10 of 11 tries (a third of the draws are that late); it is triaged
+// as a race, never a false alarm. Each race is kept with its trace
 // and input, and the command it prints replays the input, labelled as what
 // it is.
 func TestFalseAlarmsCommand(t *testing.T) {
 	findings := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	status := run([]string{"false-alarms", contention + "target.yaml", "--knob", "write=blind", "--count", "3", "--findings", findings}, &stdout, &stderr)
+	status := run([]string{"false-alarms", contention + "target.yaml", "--knob", "write=blind", "--count", "4", "--findings", findings}, &stdout, &stderr)
 	out := stdout.String()
-	if status != exitFinding || !strings.Contains(out, "3 executions judged") || !strings.Contains(out, "no false alarm") ||
+	if status != exitFinding || !strings.Contains(out, "4 executions judged") || !strings.Contains(out, "no false alarm") ||
 		!strings.Contains(out, "executions with a finding under ordinary latency (a race, not a false alarm: lost-update:") {
-		t.Fatalf("false-alarms: exit %d, want %d, 3 executions judged, races of lost-update and no false alarm:\n%s\n%s", status, exitFinding, out, lastLines(stderr.String(), 30))
+		t.Fatalf("false-alarms: exit %d, want %d, 4 executions judged, races of lost-update and no false alarm:\n%s\n%s", status, exitFinding, out, lastLines(stderr.String(), 30))
 	}
 	replay := regexp.MustCompile(`(?m)^execution (\d+), race \(a finding under ordinary latency\): .*\n  schedule: write=0; .*latency .*\n(?:  \[.*\n)+  trace: \S+\.jsonl\n  picture: \S+\n  controllers' log: \S+\n  replay it: stalefuzz replay \S+ (\S+\.input) --count 20$`).FindStringSubmatch(out)
 	if replay == nil {
