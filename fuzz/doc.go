@@ -43,9 +43,13 @@
 // HarnessError, never a finding.
 //
 // Spaces: LagOnly (delay, hold), LagAndLoss (also drop, which no real
-// cluster does) and Realistic (delay, hold, a broken watch, a relist after
+// cluster does), Realistic (delay, hold, a broken watch, a relist after
 // 410 Gone, a controller restart right after or before the answer to its Nth
-// write, optionally reconnecting to a lagging apiserver). A Realistic
+// write, optionally reconnecting to a lagging apiserver), RealisticLatency
+// (Realistic's, and ordinary latency: every watch of a client, or of every
+// client, late in a window, Step.IsLatency; its rules come after every
+// other step's, so a fault still decides the events it matches) and
+// OrdinaryLatency (ordinary latency only). A Realistic
 // schedule has at most one fault, and its bounds must leave room for it
 // (Bounds.fits: client-go's relist backoff, RestartBudget, the lag), so an
 // execution still fits Budget by construction. AnchoredLoss has LagAndLoss's
@@ -53,17 +57,26 @@
 // Nth matching event. New spaces never change what existing corpus bytes mean
 // in theirs.
 //
-// Seeds: a scenario's own (Scenario.Seeds), and in Realistic and AnchoredLoss
-// those the fuzz coordinator derives from reference runs without lag before
-// fuzzing (referenceSeeds: each action of the space right after each of the
-// first positions of the clean run's events and writes; bounded by
+// Seeds: a scenario's own (Scenario.Seeds), and in the spaces with anchored
+// records those the fuzz coordinator derives from reference runs without lag
+// before fuzzing (referenceSeeds: each action of the space right after each
+// of the first positions of the clean run's events and writes; bounded by
 // MaxReferenceSettings, MaxReferencePositions and about ReferenceSeedsReplay
-// of replay, between MinReferenceSeeds and MaxReferenceSeeds). While
+// of replay, between MinReferenceSeeds and MaxReferenceSeeds; in the latency
+// spaces, after the first of each action, MaxLatencySeeds of ordinary
+// latency at the knob settings in turn, drawn log-uniformly from the
+// reference runs' median watch latency to Bounds.MaxDelay). While
 // fuzzing, in every space, the scenario without lag in each of its first
 // MaxReferenceSettings knob settings is a seed too (noLagSeeds), after the
 // others: a race that needs no fault shows there. A finding says whether its
 // input was a seed or the mutator's. Each execution's time
 // by phase is in Result.Phases, and each worker's mean in its stats file.
+//
+// Under ordinary latency only (Env.MeasureFalseAlarms), a violation is
+// triaged: a race (a finding) unless up to TriageRuns more no-fault runs of
+// its knob setting show the same difference, or one in a field they vary,
+// with no write behind its writer's own to explain it: then the
+// controller's nondeterminism, a false alarm.
 //
 // Main shares one control plane among a test binary's Envs.
 //
@@ -123,7 +136,12 @@
 // controller owner, judged on the apiserver's own history from a direct
 // watch, against a limit given or learned from two no-fault reference runs
 // per knob setting), end state (Scenario.EndStates: a settled run's
-// objects against the same reference runs, where those agree), crash (Scenario.Crash: a controller that exits on its
+// objects against the same reference runs, where those agree), stale self-view
+// (Scenario.StaleSelfView: a stored write sent from a view older than its
+// writer's own last acknowledged write to the object, audit.SelfStale, that
+// replaced a value of that write which no later write restored; every
+// execution counts such writes, Result.SelfViews, and a report names them as
+// a likely cause), crash (Scenario.Crash: a controller that exits on its
 // own or logs a Go panic), storm (Scenario.Storm: a run that never settled
 // because its writes got nowhere while the quiet period would have
 // elapsed without them, or set a field back and forth, once the faults were over, while its reference runs

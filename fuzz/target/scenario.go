@@ -64,6 +64,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		Known:               known(t.Oracles.Known),
 		Crash:               t.Oracles.Crash == nil || *t.Oracles.Crash,
 		Storm:               t.Oracles.Storm == nil || *t.Oracles.Storm,
+		StaleSelfView:       t.Oracles.StaleSelfView != nil && *t.Oracles.StaleSelfView,
 	}
 	if len(s.Resources) == 0 {
 		return s, fmt.Errorf("target %s: no resource to fault: list the resources under faults.resources, or each controller's watches", t.Name)

@@ -265,6 +265,13 @@ type Oracles struct {
 	// set a field back and forth, while the no-fault reference runs
 	// settled. Zero (nil): on; false: such a run is a harness error.
 	Storm *bool `yaml:"storm"`
+	// StaleSelfView is the stale-self-view oracle (fuzz.Scenario's
+	// StaleSelfView): a stored write sent from a view older than its
+	// writer's own last write to the object, that replaced a value of that
+	// own write which no later write restored, is a finding. Every report
+	// lists such writes as a likely cause whether or not it is on. Zero
+	// (nil): off.
+	StaleSelfView *bool `yaml:"staleSelfView"`
 	// Quiet is how long nothing must be written for a run to count as
 	// settled. Zero: DefaultQuiet.
 	Quiet string `yaml:"quiet"`
@@ -282,7 +289,7 @@ type Oracles struct {
 // Known is a finding already reported.
 type Known struct {
 	// Oracle is the violation's oracle: convergence, count, crash,
-	// end-state, lost-update, storm or stuck.
+	// end-state, lost-update, stale-self-view, storm or stuck.
 	Oracle string `yaml:"oracle"`
 	// Message is a substring of the violation's message that only this
 	// finding's violations have.
@@ -293,7 +300,7 @@ type Known struct {
 
 // knownOracles are the oracles a Known may name: those a target's
 // violations come from.
-var knownOracles = []string{"convergence", "count", "crash", "end-state", "lost-update", "storm", "stuck"}
+var knownOracles = []string{"convergence", "count", "crash", "end-state", "lost-update", "stale-self-view", "storm", "stuck"}
 
 // DefaultQuiet is a target's Oracles.Quiet when it gives none: longer than
 // the engine's default (fuzz.DefaultQuiet, 300 ms), because a target's
