@@ -148,8 +148,10 @@
 // settled; judged instead of
 // being a harness error, except for a schedule with no fault, which is
 // the reference runs' own and can only have met a slower machine), and the scenario's own Checks. A violation is
-// reported with the schedule in readable form, the oracle's message naming
-// object and field, a timeline, the blind-write audit of its writes (package
+// reported with the schedule in readable form (which ParseSchedule reads
+// back), the oracle's message naming object and field, the writes behind
+// their writer's own as a likely cause, a timeline around the first
+// violation's moment, the blind-write audit of its writes (package
 // proxy/audit: each write's kind, lock and call site, and every blind write
 // over a change its writer had not seen), the trace as JSONL and a picture
 // next to it (package proxy/report: Result.WriteReport), and the
