@@ -25,11 +25,13 @@ func FuzzFluxGitRepositoryAnchoredLoss(f *testing.F) {
 }
 
 // FuzzFluxGitRepositoryRealistic searches faults a real cluster produces
-// (lag, broken watches, relists after 410 Gone, source-controller restarts
+// (ordinary latency, lag, broken watches, relists after 410 Gone, source-controller restarts
 // right after or before the answer to a write, reconnecting to lagging
 // apiservers) for a GitRepository that does not converge or ends in the
 // claimed state.
-func FuzzFluxGitRepositoryRealistic(f *testing.F) { fuzz.Fuzz(f, fluxcd.Scenario(fuzz.Realistic)) }
+func FuzzFluxGitRepositoryRealistic(f *testing.F) {
+	fuzz.Fuzz(f, fluxcd.Scenario(fuzz.RealisticLatency))
+}
 
 // TestCorpusMeaning pins what each committed corpus entry decodes to: the
 // codec may grow new spaces, never change an old one's meaning.

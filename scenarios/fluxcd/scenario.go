@@ -102,7 +102,7 @@ func Scenario(space fuzz.Space) fuzz.Scenario {
 		// The loss space with each step anchored to the Nth MODIFIED event:
 		// its seeds come from the reference run (fuzz.MaxReferenceSeeds).
 		name, knownBug, seeds = "fluxcd-anchored-loss", "a watch event lost without relist leaves the GitRepository stuck", nil
-	case fuzz.Realistic:
+	case fuzz.Realistic, fuzz.RealisticLatency:
 		name, b, seeds = "fluxcd-realistic", RealisticBounds, RealisticSeeds()
 	}
 	s := scenario(MinRetryDelay, MaxRetryDelay)
