@@ -27,6 +27,7 @@ type SelfStale struct {
 	Client      string    `json:"client"`
 	Caller      string    `json:"caller,omitempty"`
 	Verb        string    `json:"verb"`
+	Group       string    `json:"group,omitempty"`
 	Resource    string    `json:"resource"`
 	Subresource string    `json:"subresource,omitempty"`
 	Namespace   string    `json:"namespace,omitempty"`
@@ -63,7 +64,7 @@ func (s SelfStale) Stored() bool { return s.RV != "" }
 
 // Object is the object written.
 func (s SelfStale) Object() trace.Object {
-	return trace.Object{Resource: s.Resource, Namespace: s.Namespace, Name: s.Name}
+	return trace.Object{Group: s.Group, Resource: s.Resource, Namespace: s.Namespace, Name: s.Name}
 }
 
 func (s SelfStale) String() string {
@@ -180,7 +181,7 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 			continue
 		}
 		s := SelfStale{
-			At: w.Start, Client: w.Client, Caller: w.Caller, Verb: w.Verb, Resource: w.Resource, Subresource: w.Subresource,
+			At: w.Start, Client: w.Client, Caller: w.Caller, Verb: w.Verb, Group: w.APIGroup, Resource: w.Resource, Subresource: w.Subresource,
 			Namespace: w.Namespace, Name: w.Name, Code: w.Code, SentRV: w.SentRV, View: rvString(view),
 			Own: own.r.ReturnedRV, OwnAt: own.answered, OwnVerb: own.r.Verb, OwnSubresource: own.r.Subresource, OwnCaller: own.r.Caller,
 		}

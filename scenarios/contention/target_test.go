@@ -136,3 +136,76 @@ func TestTargetInProcess(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleSelfViewOracle: under ordinary latency alone (every watch 0.26 s
+// late), the blind status patch of a reconcile that starts from a cache
+// older than the previous reconcile's own plan write replaces that plan:
+// with oracles.staleSelfView on, a violation naming both writes and the
+// field, and the report names the write as a likely cause. The optimistic
+// mode's patches from the same stale views meet 409 and store nothing: no
+// violation. With the oracle off (target.yaml's default) the write is
+// counted (Result.SelfViews) but not judged.
+func TestStaleSelfViewOracle(t *testing.T) {
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	tg.Oracles.StaleSelfView = &on
+	env := target.StartEnv(t, tg)
+	schedule := func(write string) fuzz.Schedule {
+		_, sched, err := tg.EncodeText("write=" + write + "; latency 260ms on every watch of every client")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sched
+	}
+	stale := func(res *fuzz.Result) []fuzz.Violation {
+		var out []fuzz.Violation
+		for _, v := range res.Violations {
+			if v.Oracle == "stale-self-view" {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	blind := schedule("blind")
+	res, runs, err := env.RunUntil(context.Background(), blind, 5, func(r *fuzz.Result) bool { return len(stale(r)) > 0 }, fuzz.Retries(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs := stale(res)
+	if len(vs) == 0 {
+		t.Fatalf("schedule %s: no stale-self-view violation in %d runs:\n%s", blind, runs, res.Report())
+	}
+	for _, want := range []string{"rollouts's patch status", "older than its own write at resourceVersion", contention.PlanID + "=", "no later write restored it"} {
+		if !strings.Contains(vs[0].Message, want) {
+			t.Errorf("violation %q lacks %q", vs[0].Message, want)
+		}
+	}
+	if rep := res.Report(); !strings.Contains(rep, "a likely cause:") {
+		t.Errorf("the report does not name the write as a likely cause:\n%s", rep)
+	}
+	t.Logf("schedule %s: found in %d of %d runs: %s", blind, 1, runs, vs[0].Message)
+
+	optimistic := schedule("optimistic")
+	for range 2 {
+		res, err := env.Run(context.Background(), optimistic, fuzz.Retries(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vs := stale(res); len(vs) > 0 {
+			t.Errorf("schedule %s: %v", optimistic, vs)
+		}
+	}
+
+	// Off, as target.yaml has it: counted, not judged.
+	_, off := target.LoadEnv(t, "target.yaml")
+	res, _, err = off.RunUntil(context.Background(), blind, 5, func(r *fuzz.Result) bool { return r.SelfViews.Lasting > 0 }, fuzz.Retries(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SelfViews.Lasting == 0 || len(stale(res)) > 0 {
+		t.Errorf("oracle off: counted %+v, violations %v; want the write counted, not judged", res.SelfViews, stale(res))
+	}
+}
