@@ -48,7 +48,9 @@
 // had itself written, and it acted anyway, the stale-cache bug
 // controller-runtime's read-your-writes cache exists for. Precisely, an
 // update or patch W by client C to object O, sent at t, is one when C's view
-// of O at t (as above) is older than the resourceVersion of C's newest
+// of O at t (as above, or W's resourceVersion precondition when newer: a
+// write built on the answer of its writer's own last write is not behind
+// it) is older than the resourceVersion of C's newest
 // write to O that was stored and whose answer C had received before t, by
 // the same instance of C (a restarted instance did not write what its
 // predecessor did; a Cut withheld the answer; an abandoned request was

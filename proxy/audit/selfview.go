@@ -135,8 +135,9 @@ type ack struct {
 // selfStale finds the SelfStale writes of tr, in the order they were sent.
 //
 // A write W (an update or patch, not a dry run, answered) by client C to
-// object O, sent at t, is one when C's view of O at t (trace.Views) is older
-// than C's own last write to O acknowledged before t: stored, its answer
+// object O, sent at t, is one when C's view of O at t (trace.Views, or W's
+// resourceVersion precondition if newer: its writer had that version) is
+// older than C's own last write to O acknowledged before t: stored, its answer
 // received by C before t (not withheld by a Cut, not abandoned), by the same
 // instance of C (a restarted instance did not write what its predecessor
 // did). For a stored W, each field path W set is Replaced when the newest
@@ -170,7 +171,14 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 	for _, w := range writes {
 		obj := w.Object()
 		acks := stored[obj]
+		// A precondition proves its writer had that version: a write
+		// built on its own last write's answer (kube-controller-manager's
+		// Job controller updates status on the object its previous update
+		// returned) is not behind it, whatever its cache shows.
 		view := views.Seen(w.Client, obj, w.Start)
+		if sent, err := strconv.ParseUint(w.SentRV, 10, 64); err == nil {
+			view = max(view, sent)
+		}
 		var own *ack
 		for i := range acks {
 			if acknowledged(acks[i], w) && (own == nil || acks[i].rv > own.rv) {

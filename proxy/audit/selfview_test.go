@@ -116,6 +116,13 @@ func TestNotSelfStale(t *testing.T) {
 				statusPatch("c", 120, "", "12", map[string]string{"status.inventory": `["b"]`}),
 			},
 		},
+		"locked on its own write's answer": { // kube-controller-manager's Job controller
+			Requests: []trace.Request{
+				statusPatch("c", 100, "", "11", map[string]string{"status.inventory": `["a"]`}),
+				statusPatch("c", 120, "11", "12", map[string]string{"status.inventory": `["b"]`}),
+			},
+			Events: []trace.Event{released("c", "10", 50)},
+		},
 		"a dry run": {
 			Requests: []trace.Request{
 				statusPatch("c", 100, "", "11", map[string]string{"status.inventory": `["a"]`}),
