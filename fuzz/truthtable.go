@@ -62,6 +62,10 @@ type Cell struct {
 	Known    map[string]int `json:",omitempty"`
 	// First is one message per oracle, from the first run that raised it.
 	First map[string]string `json:",omitempty"`
+	// Input is the cell's schedule as an input of the scenario's space,
+	// which replays it, when a run raised a violation that was not a known
+	// finding; nil otherwise (or when the space cannot hold it).
+	Input []byte `json:",omitempty"`
 }
 
 func (c *Cell) add(res *Result, known []Known) {
@@ -167,7 +171,11 @@ func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progre
 				c.HarnessErrors++
 				continue
 			}
-			c.add(res, e.s.knownOnly(res.Violations))
+			known := e.s.knownOnly(res.Violations)
+			c.add(res, known)
+			if len(res.Violations) > 0 && known == nil && c.Input == nil {
+				c.Input, _ = e.Input(sched)
+			}
 			last = res
 		}
 		return last

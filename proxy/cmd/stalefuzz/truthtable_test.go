@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
 )
 
 // TestTruthTableCommand makes the Python example's truth table against the
@@ -16,8 +19,9 @@ import (
 // finding), which no cluster on 1.37's defaults does.
 func TestTruthTableCommand(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "truth-table.md")
+	findings := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	status := run([]string{"truth-table", pymirror + "target.yaml", "--runs", "1", "--settings", "2", "--out", out}, &stdout, &stderr)
+	status := run([]string{"truth-table", pymirror + "target.yaml", "--runs", "1", "--settings", "2", "--out", out, "--findings", findings}, &stdout, &stderr)
 	if status != exitClean || !strings.Contains(stdout.String(), "result: the truth table of "+pymirror+"target.yaml") {
 		t.Fatalf("exit %d, want %d; output:\n%s\n%s", status, exitClean, stdout.String(), lastLines(stderr.String(), 40))
 	}
@@ -56,5 +60,14 @@ func TestTruthTableCommand(t *testing.T) {
 	}
 	if lost == 0 {
 		t.Errorf("no restart onto a lagging apiserver lost the edit with the blind writes:\n%s", md)
+	}
+	// Each cell with a violation is kept as an input, and the table says
+	// how to replay it.
+	m := regexp.MustCompile("(?m)^- (.*has not seen that write.*) \\| mode=blind: \\*\\*lost-update 1/1\\*\\*\n  `stalefuzz replay \\S+ (\\S+\\.input) --count 20`$").FindStringSubmatch(md)
+	if m == nil {
+		t.Fatalf("no replay command for the blind mode's lost edit:\n%s", md)
+	}
+	if o := fuzz.InputOrigin(m[2]); o != "stalefuzz truth-table: "+m[1]+" | mode=blind" {
+		t.Errorf("origin of %s: %q", m[2], o)
 	}
 }
