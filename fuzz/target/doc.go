@@ -47,9 +47,17 @@
 //
 // Oracles.Known lists findings already reported (fuzz.Known): while
 // fuzzing, an execution whose every violation one of them matches is
-// counted, not a finding, and the campaign goes on; CheckFalseAlarms counts
-// it apart from the false alarms. Regression runs and replays judge it as a
-// finding.
+// counted, not a finding, and the campaign goes on; MeasureFalseAlarms counts
+// it apart from the races and the false alarms. Regression runs and replays
+// judge it as a finding.
+//
+// MeasureFalseAlarms judges a target under ordinary latency only (every
+// watch a little late, no fault) and triages each violation as a race (a
+// finding) or, with evidence from more no-fault runs, the controller's
+// nondeterminism (a false alarm: an endState ignore path to add); each
+// alarm is kept with its input and replays. EncodeText reads a schedule in
+// words (what a report's "schedule:" line says) into an input, a knob's
+// value by its name in the file.
 //
 // Prepare builds every Go controller once ("go install module/path@version",
 // or, where the module's replace directives refuse that, "go build" inside
@@ -67,5 +75,5 @@
 //
 // STALEFUZZ_FALSE_ALARMS=N: CheckFalseAlarms runs N executions (unset, the
 // n its caller gives). STALEFUZZ_FALSE_ALARMS_DIR: CheckFalseAlarms writes
-// each execution with a violation there (its trace and log).
+// each execution with a violation there (its trace, log, picture and input).
 package target

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# false-alarms-targets.sh [N]: each committed target file judged under
+# ordinary latency only (stalefuzz false-alarms --count N, default 200),
+# one after another, then the node lifecycle scenario per gate value (a Go
+# scenario: its package's TestFalseAlarms). Each target's output, with
+# every race and false alarm, its files and the command that replays it, is
+# in FALSE_ALARMS_OUT (default $TMPDIR/stalefuzz-false-alarms), and a table
+# of the results is printed at the end. Exit 1 when any target raised a
+# race or a false alarm.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$here/.."
+n=${1:-200}
+out=${FALSE_ALARMS_OUT:-${TMPDIR:-/tmp}/stalefuzz-false-alarms}
+mkdir -p "$out"
+bin=$out/stalefuzz
+go build -o "$bin" ./proxy/cmd/stalefuzz || exit 2
+targets=(scenarios/pymirror/target.yaml scenarios/contention/target.yaml scenarios/kuberay/target.yaml
+	scenarios/fluxcd/target.yaml scenarios/kro/target.yaml scenarios/argorollouts/target.yaml
+	scenarios/certmanager/target.yaml scenarios/prometheusoperator/target.yaml scenarios/keda/target.yaml
+	scenarios/kcm/targets/job-gate-off.yaml scenarios/kcm/targets/job-gate-on.yaml scenarios/kcm/targets/deployment-scheduled.yaml)
+status=0
+summary=()
+for t in "${targets[@]}"; do
+	name=$(echo "$t" | sed 's|scenarios/||; s|/target.yaml||; s|/targets/|-|; s|\.yaml$||')
+	echo "false-alarms: $t ($n executions); its output: $out/$name.out"
+	start=$SECONDS
+	STALEFUZZ_SRC=$PWD "$bin" false-alarms "$t" --count "$n" --findings "$out/$name" >"$out/$name.out" 2>"$out/$name.err"
+	s=$?
+	[ $s -ne 0 ] && status=1
+	summary+=("$name (exit $s, $((SECONDS - start)) s): $(grep '^result' "$out/$name.out" | sed 's/^result: [^:]*: //')")
+done
+echo "false-alarms: the node lifecycle scenario, gate off and on"
+STALEFUZZ_FALSE_ALARMS=$n go test -count=1 -run='^TestFalseAlarmsNodeLifecycle' -v -timeout=5h ./scenarios/kcm/ >"$out/nodelifecycle.out" 2>&1 || status=1
+summary+=("nodelifecycle: $(grep -E 'false alarms of the node lifecycle' "$out/nodelifecycle.out" | sed 's/^ *//')")
+echo
+for l in "${summary[@]}"; do echo "$l"; echo; done
+exit $status
