@@ -51,7 +51,7 @@ func (s Scenario) ParseSchedule(text string) (Schedule, error) {
 			m := knobRE.FindStringSubmatch(part)
 			i := slices.IndexFunc(s.Knobs, func(k Knob) bool { return k.Name == m[1] })
 			if i < 0 {
-				return Schedule{}, fmt.Errorf("%q: no knob %q (the scenario's: %s)", part, m[1], knobNames(s.Knobs))
+				return Schedule{}, fmt.Errorf("%q: no knob %q (the scenario's: %s)", part, m[1], names(s.Knobs))
 			}
 			v, _ := strconv.Atoi(m[2])
 			if v >= s.Knobs[i].Values {
@@ -225,17 +225,6 @@ func (s Scenario) resource(name string) (string, error) {
 		return "", fmt.Errorf("resource %q: not one of the scenario's resources (%s)", name, strings.Join(s.Resources, ", "))
 	}
 	return name, nil
-}
-
-func knobNames(ks []Knob) string {
-	var names []string
-	for _, k := range ks {
-		names = append(names, k.Name)
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
 }
 
 // seconds reads "1.25" as seconds, to the millisecond.
