@@ -352,6 +352,9 @@ func (t *triage) judge(ctx context.Context, res *Result) (verdict, why string) {
 			return Race, fmt.Sprintf("[%s] is judged without no-fault runs: under ordinary latency it is a finding", v.Oracle)
 		}
 	}
+	if len(res.endDiffs) == 0 && len(res.countOver) == 0 {
+		return Race, "no difference the no-fault runs could show was recorded"
+	}
 	knobs := res.Schedule.Knobs
 	seen := make([]int, len(res.endDiffs))
 	over := make([]int, len(res.countOver))
