@@ -47,7 +47,9 @@
 // BEHIND OWN WRITE column): the writer's cache had not yet shown it what it
 // had itself written, and it acted anyway, the stale-cache bug
 // controller-runtime's read-your-writes cache exists for. Precisely, an
-// update or patch W by client C to object O, sent at t, is one when C's view
+// update or patch W by client C to object O of a resource C reads at all (an
+// event recorder that never reads its Events has no cache to be behind), sent
+// at t, is one when C's view
 // of O at t (as above, or W's resourceVersion precondition when newer: a
 // write built on the answer of its writer's own last write is not behind
 // it) is older than the resourceVersion of C's newest

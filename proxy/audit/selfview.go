@@ -135,7 +135,9 @@ type ack struct {
 // selfStale finds the SelfStale writes of tr, in the order they were sent.
 //
 // A write W (an update or patch, not a dry run, answered) by client C to
-// object O, sent at t, is one when C's view of O at t (trace.Views, or W's
+// object O of a resource C reads at all (a watch event of it released to C,
+// or a GET or LIST of it answered: one C never reads, an event recorder's
+// Events, has no cache to be behind), sent at t, is one when C's view of O at t (trace.Views, or W's
 // resourceVersion precondition if newer: its writer had that version) is
 // older than C's own last write to O acknowledged before t: stored, its answer
 // received by C before t (not withheld by a Cut, not abandoned), by the same
@@ -162,6 +164,20 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 	for _, acks := range stored {
 		slices.SortFunc(acks, func(a, b ack) int { return cmp.Compare(a.rv, b.rv) })
 	}
+	// The resources each client reads at all: one it never reads (an
+	// event recorder's Events, created then patched) has no cache to be
+	// behind.
+	reads := map[string]bool{}
+	for i := range tr.Events {
+		if o, _, ok := tr.Events[i].Shown(); ok {
+			reads[tr.Events[i].Client+"|"+o.Group+"/"+o.Resource] = true
+		}
+	}
+	for i := range tr.Requests {
+		if o, _, ok := tr.Requests[i].Shown(); ok {
+			reads[tr.Requests[i].Client+"|"+o.Group+"/"+o.Resource] = true
+		}
+	}
 	slices.SortStableFunc(writes, func(a, b *trace.Request) int { return a.Start.Compare(b.Start) })
 	acknowledged := func(a ack, w *trace.Request) bool {
 		return a.r != w && a.r.Client == w.Client && !a.r.Abandoned && a.r.FaultKind != trace.FaultCut &&
@@ -169,6 +185,9 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 	}
 	var out []selfStaleWrite
 	for _, w := range writes {
+		if !reads[w.Client+"|"+w.APIGroup+"/"+w.Resource] {
+			continue
+		}
 		obj := w.Object()
 		acks := stored[obj]
 		// A precondition proves its writer had that version: a write

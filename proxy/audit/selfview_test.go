@@ -67,7 +67,7 @@ func TestSelfStaleRestored(t *testing.T) {
 		statusPatch("c", 100, "", "11", map[string]string{"status.phase": `"Running"`}),
 		statusPatch("c", 120, "", "12", map[string]string{"status.phase": `"Pending"`}),
 		statusPatch("c", 200, "", "13", map[string]string{"status.phase": `"Running"`}),
-	}})
+	}, Events: []trace.Event{released("c", "10", 50)}})
 	if len(rep.SelfStale) == 0 || len(rep.SelfStale[0].Replaced) != 1 || !rep.SelfStale[0].Replaced[0].Restored {
 		t.Fatalf("want the second write's replacement marked restored, got %+v", rep.SelfStale)
 	}
@@ -92,6 +92,7 @@ func TestNotSelfStale(t *testing.T) {
 				}(),
 				statusPatch("c", 120, "", "12", map[string]string{"status.inventory": `["b"]`}),
 			},
+			Events: []trace.Event{released("c", "10", 50)},
 		},
 		"a restarted instance": {
 			Requests: []trace.Request{
@@ -99,6 +100,7 @@ func TestNotSelfStale(t *testing.T) {
 				statusPatch("c", 120, "", "12", map[string]string{"status.inventory": `["b"]`}),
 			},
 			Restarts: []trace.Restart{restart},
+			Events:   []trace.Event{released("c", "10", 50)},
 		},
 		"an answer its writer never got": {
 			Requests: []trace.Request{
@@ -109,12 +111,14 @@ func TestNotSelfStale(t *testing.T) {
 				}(),
 				statusPatch("c", 120, "", "12", map[string]string{"status.inventory": `["b"]`}),
 			},
+			Events: []trace.Event{released("c", "10", 50)},
 		},
 		"another client's write": {
 			Requests: []trace.Request{
 				statusPatch("d", 100, "", "11", map[string]string{"status.inventory": `["a"]`}),
 				statusPatch("c", 120, "", "12", map[string]string{"status.inventory": `["b"]`}),
 			},
+			Events: []trace.Event{released("c", "10", 50)},
 		},
 		"locked on its own write's answer": { // kube-controller-manager's Job controller
 			Requests: []trace.Request{
@@ -122,6 +126,12 @@ func TestNotSelfStale(t *testing.T) {
 				statusPatch("c", 120, "11", "12", map[string]string{"status.inventory": `["b"]`}),
 			},
 			Events: []trace.Event{released("c", "10", 50)},
+		},
+		"a resource its writer never reads": { // an event recorder's count patch
+			Requests: []trace.Request{
+				{Client: "c", Verb: "create", Resource: "events", Namespace: "ns", Name: "e", Start: at(100), Latency: time.Millisecond, Code: 201, ReturnedRV: "11", Write: &trace.Write{Set: map[string]string{"count": "1"}}},
+				{Client: "c", Verb: "patch", Resource: "events", Namespace: "ns", Name: "e", Start: at(120), Latency: time.Millisecond, Code: 200, ReturnedRV: "12", Write: &trace.Write{Patch: "strategic-merge", Set: map[string]string{"count": "2"}}},
+			},
 		},
 		"a dry run": {
 			Requests: []trace.Request{
@@ -132,6 +142,7 @@ func TestNotSelfStale(t *testing.T) {
 					return r
 				}(),
 			},
+			Events: []trace.Event{released("c", "10", 50)},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -147,7 +158,7 @@ func TestNotSelfStale(t *testing.T) {
 		statusPatch("c", 100, "", "11", map[string]string{"status.inventory": `["a"]`}),
 		statusPatch("d", 105, "", "12", map[string]string{"status.inventory": `["d"]`}),
 		statusPatch("c", 120, "", "13", map[string]string{"status.inventory": `["b"]`}),
-	}})
+	}, Events: []trace.Event{released("c", "10", 50)}})
 	if len(rep.SelfStale) != 1 || len(rep.SelfStale[0].Replaced) != 0 {
 		t.Fatalf("want one write behind its own, replacing none of its own values, got %+v", rep.SelfStale)
 	}
