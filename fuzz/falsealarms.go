@@ -343,9 +343,12 @@ func (t *triage) run(ctx context.Context, knobs map[string]int, i int) (noFaultR
 // present, the same value at the same path, as many live objects), or, for
 // a path, one they vary, is the controller's own; the execution is
 // nondeterminism when every difference is, and no write of it was sent
-// from a view behind its writer's own and replaced that write's values
-// (audit.SelfStale): such a write is a race's cause, whatever no-fault runs
-// happen to show. Otherwise it is a race. why says which evidence decided.
+// from a view behind its writer's own and replaced that write's values for
+// good (audit.SelfStale, no later write restoring them): such a write is a
+// race's cause, whatever no-fault runs happen to show. (A controller that
+// writes its status several times a reconcile from the object in memory has
+// such writes in most runs, KRO's in half of them: its nondeterminism is
+// then called a race, the side a person reads.) Otherwise it is a race. why says which evidence decided.
 func (t *triage) judge(ctx context.Context, res *Result) (verdict, why string) {
 	for _, v := range res.Violations {
 		if v.Oracle != "end-state" && v.Oracle != "count" {
@@ -408,7 +411,7 @@ func (t *triage) judge(ctx context.Context, res *Result) (verdict, why string) {
 			}
 		}
 	}
-	behind := res.SelfViews.Replacing > 0
+	behind := res.SelfViews.Lasting > 0
 	var unexplained, evidence []string
 	for j, d := range res.endDiffs {
 		what := d.String()
@@ -433,7 +436,7 @@ func (t *triage) judge(ctx context.Context, res *Result) (verdict, why string) {
 	case len(unexplained) > 0:
 		return Race, fmt.Sprintf("in none of %d more no-fault runs: %s", n, strings.Join(unexplained, "; "))
 	case behind:
-		return Race, fmt.Sprintf("no-fault runs show it too (%s), but a write of this run was sent from a view behind its writer's own and replaced that write's values (see the audit): a race that needs no added latency", strings.Join(evidence, "; "))
+		return Race, fmt.Sprintf("no-fault runs show it too (%s), but a write of this run was sent from a view behind its writer's own and replaced that write's values for good (see the audit): a race that needs no added latency", strings.Join(evidence, "; "))
 	}
 	return Nondeterminism, strings.Join(evidence, "; ")
 }

@@ -100,7 +100,7 @@ func TestTriage(t *testing.T) {
 			verdict: Race, why: "in none of 2 more no-fault runs: ConfigMap only-a present",
 		},
 		"the same, but a write behind its writer's own": {
-			res:     Result{Violations: []Violation{{Oracle: "end-state"}}, endDiffs: []endDiff{extra}, SelfViews: SelfViewStats{Writes: 1, Replacing: 1}},
+			res:     Result{Violations: []Violation{{Oracle: "end-state"}}, endDiffs: []endDiff{extra}, SelfViews: SelfViewStats{Writes: 1, Replacing: 1, Lasting: 1}},
 			runs:    noFault(endObjects{"cm": {}, "only-a": {}}),
 			verdict: Race, why: "a race that needs no added latency",
 		},
