@@ -140,7 +140,8 @@ func lostUpdatesAnyField(tr trace.Trace, direct []directWrite, rewritten map[str
 				}
 				v, ok := d.set[path]
 				return v, ok
-			})...)
+			},
+			func(*trace.Request) bool { return true })...) // the values are what the bodies set
 	}
 	return out
 }

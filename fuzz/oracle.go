@@ -302,15 +302,45 @@ func conditionStatus(o *unstructured.Unstructured, t string) string {
 // not see) are acknowledged values too: a controller that overwrites the
 // user's edit from a view that predates it loses an update as surely as one
 // that overwrites another controller's.
+//
+// The values are what the writes' answers held (trace.Request.Fields): a
+// write whose body cannot have set the path (a status patch, for a spec
+// path: its answer shows the spec someone else changed) records the value
+// it found, and is never the write that replaced it.
 func lostUpdates(tr trace.Trace, path string, direct ...directWrite) []lost {
+	status := statusResources(tr)
 	return lostUpdatesOf(tr, path, trace.NewViews(tr), direct,
 		func(r *trace.Request) (string, bool) { v, ok := r.Fields[path]; return v, ok },
-		func(d directWrite) (string, bool) { v, ok := d.fields[path]; return v, ok })
+		func(d directWrite) (string, bool) { v, ok := d.fields[path]; return v, ok },
+		func(r *trace.Request) bool { return maySet(r, path, status) })
+}
+
+// maySet reports whether r's body can have set path: it set the path, a
+// path inside it or around it; or its body is not known whole (no Write,
+// or Write.Set truncated). A status write sets status paths only, a
+// main-resource write of a resource with a status subresource (status)
+// none of them.
+func maySet(r *trace.Request, path string, status map[string]bool) bool {
+	isStatus := path == "status" || strings.HasPrefix(path, "status.")
+	switch {
+	case r.Subresource == "status" && !isStatus:
+		return false
+	case r.Subresource == "" && isStatus && status[r.APIGroup+"/"+r.Resource]:
+		return false
+	case r.Write == nil || r.Write.Truncated:
+		return true
+	}
+	for p := range r.Write.Set {
+		if p == path || strings.HasPrefix(p, path+".") || strings.HasPrefix(path, p+".") {
+			return true
+		}
+	}
+	return false
 }
 
 // lostUpdatesOf is lostUpdates with the values of path read by value (a
 // request's) and directValue (a workload write's).
-func lostUpdatesOf(tr trace.Trace, path string, views *trace.Views, direct []directWrite, value func(*trace.Request) (string, bool), directValue func(directWrite) (string, bool)) []lost {
+func lostUpdatesOf(tr trace.Trace, path string, views *trace.Views, direct []directWrite, value func(*trace.Request) (string, bool), directValue func(directWrite) (string, bool), sets func(*trace.Request) bool) []lost {
 	type ack struct {
 		r  trace.Request
 		rv uint64
@@ -347,7 +377,7 @@ func lostUpdatesOf(tr trace.Trace, path string, views *trace.Views, direct []dir
 		latest[obj] = w
 		replaced, repairs := lostBy[obj]
 		delete(lostBy, obj)
-		if !seen || prev.v == w.v || w.user || (repairs && w.v == replaced) {
+		if !seen || prev.v == w.v || w.user || (repairs && w.v == replaced) || !sets(&w.r) {
 			continue
 		}
 		view := views.Seen(w.r.Client, obj, w.r.Start)

@@ -152,3 +152,29 @@ func TestCheckThatCannotJudgeIsAHarnessError(t *testing.T) {
 		t.Errorf("violations %v, want none", res.Violations)
 	}
 }
+
+// TestLostUpdateNeedsAWriteThatSetsThePath: a status patch's answer shows the
+// spec as it is, changed by someone else since the writer's last write;
+// the status patch did not replace it (certmanager's false-alarm run: its
+// Certificate's spec.dnsNames, edited by the workload, "replaced" by the
+// controller's next status patch). A write that set the path is judged.
+func TestLostUpdateNeedsAWriteThatSetsThePath(t *testing.T) {
+	statusPatch := func(ms int, rv, dns string, set map[string]string) trace.Request {
+		return trace.Request{Client: "cm", Verb: "patch", APIGroup: "cert-manager.io", Resource: "certificates", Subresource: "status", Namespace: "ns", Name: "leaf",
+			Start: oracleAt(ms), Latency: time.Millisecond, Code: 200, ReturnedRV: rv,
+			Fields: map[string]string{"spec.dnsNames": dns}, Write: &trace.Write{Patch: "merge", Set: set}}
+	}
+	tr := trace.Trace{Requests: []trace.Request{
+		statusPatch(100, "11", `["a"]`, map[string]string{"status.conditions": "[]"}),
+		statusPatch(200, "13", `["a","b"]`, map[string]string{"status.conditions": "[1]"}), // someone else's edit, at 12, unseen
+	}}
+	if got := lostUpdates(tr, "spec.dnsNames"); len(got) != 0 {
+		t.Errorf("a status patch was judged the replacing write: %v", got)
+	}
+	// The same answer from a write that set the path is a lost update.
+	tr.Requests[1].Subresource = ""
+	tr.Requests[1].Write.Set = map[string]string{"spec.dnsNames": `["a","b"]`}
+	if got := lostUpdates(tr, "spec.dnsNames"); len(got) != 1 {
+		t.Errorf("a write that set the path from a view before the value it replaced: %d lost updates, want 1", len(got))
+	}
+}
