@@ -256,7 +256,7 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 	rng := rand.New(rand.NewPCG(seed, seed^0x5f))
 	tri := triage{env: e, runs: map[string][]noFaultRun{}}
 	for i := range n {
-		sched := e.s.latencySchedule(settings[i%len(settings)], rng, f.Measured, false)
+		sched := e.s.latencySchedule(settings[i%len(settings)], f.Measured, rng.Float64, false)
 		for _, st := range sched.Steps {
 			f.MaxDelay = max(f.MaxDelay, st.Delay)
 		}

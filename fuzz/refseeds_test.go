@@ -93,6 +93,15 @@ func TestLatencySeeds(t *testing.T) {
 	if len(settings) != MaxLatencySeeds || every == 0 || own == 0 {
 		t.Errorf("seeds over %d knob settings, %d of every client and %d per client: want the knobs varied, and both", len(settings), every, own)
 	}
+	// Each setting's first seed is in the top stratum: with three settings,
+	// three rounds, the first from the 0.75 quantile of [1 ms, MaxDelay]
+	// up (a race that needs 60 ms is met in a seed).
+	three := Scenario{Clients: []string{"c"}, Resources: []string{"rollouts"}, Knobs: []Knob{{Name: "write", Values: 3}}, Space: RealisticLatency, Bounds: Bounds{MaxStart: time.Second, MaxLength: 2100 * time.Millisecond, MaxLagEnd: 2100 * time.Millisecond, MaxDelay: 300 * time.Millisecond}}
+	for i, sch := range three.latencySeeds(0)[:3] {
+		if d := sch.Steps[0].Delay; d < 60*time.Millisecond {
+			t.Errorf("seed %d (%s): a first seed of its setting under 60 ms", i, sch)
+		}
+	}
 	s.Space = Realistic
 	if got := s.latencySeeds(120 * time.Millisecond); got != nil {
 		t.Errorf("Realistic has no latency: got %v", got)
