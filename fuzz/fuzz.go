@@ -459,7 +459,8 @@ func (e *Env) prepareReferences(f *testing.F) {
 
 // Features are the signal one execution gives the fuzzer: per client, write
 // verb × subresource × status code × precondition, consecutive write pairs,
-// bucketed 409 counts and event fates, the oracle phase reached, and the
+// bucketed 409 counts and event fates, how late the lag made its events
+// (powers of two of milliseconds), the oracle phase reached, and the
 // scenario's own.
 func Features(res *Result, extra func(*Result) []string) []string {
 	var fs []string
@@ -493,10 +494,21 @@ func Features(res *Result, extra func(*Result) []string) []string {
 		fs = append(fs, fmt.Sprintf("restart|%s|lag=%v", rs.Client, rs.Lag > 0))
 	}
 	fates := map[string]int{}
+	held := map[string]bool{}
 	for _, ev := range res.Trace.Events {
 		if ev.Rule >= 0 {
 			fates[ev.Client+"|"+ev.Type+"|"+string(ev.Fate)]++
+			// How late the lag made it, by powers of two of
+			// milliseconds: ordinary latency at another level is new
+			// coverage, so the mutator climbs toward the latency a race
+			// needs instead of guessing it.
+			if ev.Fate == trace.Released {
+				held[fmt.Sprintf("held|%s|%d", ev.Client, bits.Len(uint(ev.Released.Sub(ev.Arrived).Milliseconds())))] = true
+			}
 		}
+	}
+	for k := range held {
+		fs = append(fs, k)
 	}
 	for k, n := range fates {
 		fs = append(fs, fmt.Sprintf("fate|%s|%d", k, bucket(n)))
