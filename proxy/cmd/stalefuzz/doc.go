@@ -9,7 +9,8 @@
 //
 //	stalefuzz fuzz TARGET.yaml [--time 5m] [--workers 2] [--findings DIR] \
 //	    [--junit FILE] [--shard K/N] [--corpus DIR]
-//	stalefuzz replay TARGET.yaml INPUT [--count N] [--findings DIR]
+//	stalefuzz replay TARGET.yaml (INPUT | --schedule WORDS) [--count N] [--findings DIR]
+//	stalefuzz encode TARGET.yaml WORDS [-o FILE]
 //	stalefuzz prepare TARGET.yaml [--controllers-only]
 //
 // read a target file (package fuzz/target; a mistake is refused with its
@@ -26,25 +27,38 @@
 // finding's report, its files in --findings (trace, picture, the
 // controllers' log, the saved input) and the replay command, and exits 0 with
 // no finding, 1 with one, 2 when the campaign could not run; --junit writes
-// the result as JUnit XML. replay runs a saved input --count times in one
-// control plane and prints in how many runs an oracle was violated: exit 1
-// when in any, 0 when in none, 2 for a harness error. prepare only builds (with
+// the result as JUnit XML. replay runs a saved input (or the schedule in
+// words --schedule gives) --count times in one control plane and prints in
+// how many runs an oracle was violated and where the input came from (the
+// NAME.origin file beside NAME.input, which fuzz, false-alarms, truth-table
+// and encode write): exit 1 when in any, 0 when in none, 2 for a harness
+// error. encode writes the input of a schedule in words (what a report's
+// "schedule:" line says, a knob's value by its name in the file: package
+// fuzz, Scenario.ParseSchedule), says what it replays as, and builds and
+// runs nothing. prepare only builds (with
 // --controllers-only, only the target's Go controllers: what `make
 // source-controller` runs for the FluxCD scenario).
 //
 // # stalefuzz false-alarms, truth-table
 //
-//	stalefuzz false-alarms TARGET.yaml [--count 200]
-//	stalefuzz truth-table TARGET.yaml [--runs 2] [--positions 1] [--settings 0] [--out FILE]
+//	stalefuzz false-alarms TARGET.yaml [--count 200] [--knob NAME=VALUE]... [--findings DIR]
+//	stalefuzz truth-table TARGET.yaml [--runs 2] [--positions 1] [--settings 0] [--out FILE] [--findings DIR]
 //
-// build as fuzz does. false-alarms runs --count executions whose events are
-// only delayed as much as the apiserver delayed them in no-fault runs and
-// counts each oracle's violations (every one a false alarm): exit 1 when
-// any, 0 when none. truth-table runs, per knob setting, a no-fault run and
-// each one-fault pattern anchored to its events and writes (package fuzz,
-// Env.MeasureTruthTable) --runs times, and writes a Markdown table: per
-// pattern whether a cluster on 1.37's defaults can produce it, per setting
-// the oracles that fired; exit 0 once the table is made.
+// build as fuzz does. false-alarms runs --count executions under ordinary
+// latency only (every watch of every client a little late, as a busy
+// apiserver delivers them; --knob keeps the knob settings with that value)
+// and triages each violation: a race (a finding under ordinary latency)
+// unless more no-fault runs show the same difference, or one in a field
+// they vary, with no write behind its writer's own to explain it: then a
+// false alarm (the controller's nondeterminism). It keeps each execution
+// with a violation in --findings (trace, picture, log, input) and prints
+// the command that replays it: exit 1 when any, 0 when none. truth-table
+// runs, per knob setting, a no-fault run and each one-fault pattern
+// anchored to its events and writes (package fuzz, Env.MeasureTruthTable)
+// --runs times, and writes a Markdown table: per pattern whether a cluster
+// on 1.37's defaults can produce it, per setting the oracles that fired,
+// then each cell with a violation as an input kept in --findings and the
+// command that replays it; exit 0 once the table is made.
 //
 // # stalefuzz proxy
 //
