@@ -85,32 +85,12 @@ func rewrittenFields(tr trace.Trace, direct []directWrite, into map[string]bool)
 	}
 }
 
-// readers are the clients that read a resource (group/resource) at all in
-// tr: a watch event released to them, or a GET or LIST they were answered.
-// A client that never reads a resource has no view of it to be stale: its
-// writes there are blind by design (an event recorder's count patches), which
-// the blind-write audit reports, not a lost update.
-func readers(tr trace.Trace) map[string]bool {
-	out := map[string]bool{}
-	for i := range tr.Events {
-		if o, _, ok := tr.Events[i].Shown(); ok {
-			out[tr.Events[i].Client+"|"+o.Group+"/"+o.Resource] = true
-		}
-	}
-	for i := range tr.Requests {
-		if o, _, ok := tr.Requests[i].Shown(); ok {
-			out[tr.Requests[i].Client+"|"+o.Group+"/"+o.Resource] = true
-		}
-	}
-	return out
-}
-
 // lostUpdatesAnyField is the lost-update oracle over every field any write
 // in tr (or the workload) set, except the rewritten ones
 // (Scenario.LostUpdatesAnyField), on the resources the writer reads.
 func lostUpdatesAnyField(tr trace.Trace, direct []directWrite, rewritten map[string]bool) []lost {
 	status := statusResources(tr)
-	reads := readers(tr)
+	reads := trace.NewReaders(tr)
 	paths := map[string]bool{}
 	for _, r := range tr.Requests {
 		if r.IsWrite() && r.Write != nil && r.Code/100 == 2 {
@@ -129,7 +109,7 @@ func lostUpdatesAnyField(tr trace.Trace, direct []directWrite, rewritten map[str
 	for _, path := range slices.Sorted(maps.Keys(paths)) {
 		out = append(out, lostUpdatesOf(tr, path, views, direct,
 			func(r *trace.Request) (string, bool) {
-				if rewritten[anyFieldKey(r.Object(), path)] || !reads[r.Client+"|"+r.APIGroup+"/"+r.Resource] {
+				if rewritten[anyFieldKey(r.Object(), path)] || !reads.Read(r.Client, r.Object()) {
 					return "", false
 				}
 				return setValue(r, path, status)

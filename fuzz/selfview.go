@@ -37,7 +37,7 @@ func (s SelfViewStats) Add(o SelfViewStats) SelfViewStats {
 func selfViews(tr trace.Trace, rep audit.Report, rewritten map[string]bool) (SelfViewStats, []Violation) {
 	var st SelfViewStats
 	var out []Violation
-	reads := readers(tr)
+	reads := trace.NewReaders(tr)
 	for _, s := range rep.SelfStale {
 		st.Writes++
 		if len(s.Replaced) == 0 {
@@ -52,7 +52,7 @@ func selfViews(tr trace.Trace, rep audit.Report, rewritten map[string]bool) (Sel
 			}
 			lasting = append(lasting, r)
 			o := s.Object()
-			if rewritten != nil && !rewritten[anyFieldKey(o, r.Path)] && reads[s.Client+"|"+o.Group+"/"+o.Resource] {
+			if rewritten != nil && !rewritten[anyFieldKey(o, r.Path)] && reads.Read(s.Client, o) {
 				judged = true
 			}
 		}

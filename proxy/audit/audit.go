@@ -87,23 +87,29 @@ func (o Overwrite) String() string {
 
 // header names the write: who, what, where, its view.
 func (o Overwrite) header() string {
-	obj := o.Resource + " " + o.Name
-	if o.Namespace != "" {
-		obj = o.Resource + " " + o.Namespace + "/" + o.Name
-	}
-	verb := o.Verb
-	if o.Subresource != "" {
-		verb += " " + o.Subresource
-	}
-	site := ""
-	if o.Caller != "" {
-		site = " at " + o.Caller
-	}
+	obj, verb, site := describe(o.Resource, o.Namespace, o.Name, o.Verb, o.Subresource, o.Caller)
 	view := "had been sent no version of it"
 	if o.View != "" {
 		view = "had been sent rv " + o.View
 	}
 	return fmt.Sprintf("%s %s %s%s (rv %s; %s %s)", o.Client, verb, obj, site, o.RV, o.Client, view)
+}
+
+// describe names a write's object ("rollouts ns/r"), verb ("patch status")
+// and call site (" at controller.go:70 ...", or "").
+func describe(resource, namespace, name, verb, subresource, caller string) (obj, v, site string) {
+	obj = resource + " " + name
+	if namespace != "" {
+		obj = resource + " " + namespace + "/" + name
+	}
+	v = verb
+	if subresource != "" {
+		v += " " + subresource
+	}
+	if caller != "" {
+		site = " at " + caller
+	}
+	return obj, v, site
 }
 
 // change says what was replaced, values cut to width (0: whole).

@@ -78,18 +78,7 @@ func (s SelfStale) String() string {
 
 // header names the write, its view and the own write it had not seen.
 func (s SelfStale) header() string {
-	obj := s.Resource + " " + s.Name
-	if s.Namespace != "" {
-		obj = s.Resource + " " + s.Namespace + "/" + s.Name
-	}
-	verb := s.Verb
-	if s.Subresource != "" {
-		verb += " " + s.Subresource
-	}
-	site := ""
-	if s.Caller != "" {
-		site = " at " + s.Caller
-	}
+	obj, verb, site := describe(s.Resource, s.Namespace, s.Name, s.Verb, s.Subresource, s.Caller)
 	lock := "no precondition"
 	if s.SentRV != "" {
 		lock = "precondition rv " + s.SentRV
@@ -164,20 +153,9 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 	for _, acks := range stored {
 		slices.SortFunc(acks, func(a, b ack) int { return cmp.Compare(a.rv, b.rv) })
 	}
-	// The resources each client reads at all: one it never reads (an
-	// event recorder's Events, created then patched) has no cache to be
-	// behind.
-	reads := map[string]bool{}
-	for i := range tr.Events {
-		if o, _, ok := tr.Events[i].Shown(); ok {
-			reads[tr.Events[i].Client+"|"+o.Group+"/"+o.Resource] = true
-		}
-	}
-	for i := range tr.Requests {
-		if o, _, ok := tr.Requests[i].Shown(); ok {
-			reads[tr.Requests[i].Client+"|"+o.Group+"/"+o.Resource] = true
-		}
-	}
+	// A resource its writer never reads (an event recorder's Events,
+	// created then patched) has no cache to be behind.
+	reads := trace.NewReaders(tr)
 	slices.SortStableFunc(writes, func(a, b *trace.Request) int { return a.Start.Compare(b.Start) })
 	acknowledged := func(a ack, w *trace.Request) bool {
 		return a.r != w && a.r.Client == w.Client && !a.r.Abandoned && a.r.FaultKind != trace.FaultCut &&
@@ -185,7 +163,7 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 	}
 	var out []selfStaleWrite
 	for _, w := range writes {
-		if !reads[w.Client+"|"+w.APIGroup+"/"+w.Resource] {
+		if !reads.Read(w.Client, w.Object()) {
 			continue
 		}
 		obj := w.Object()

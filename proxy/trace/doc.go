@@ -14,7 +14,8 @@
 // Event.Shown and Request.Shown for those who poll): every oracle, the
 // audit and the engine's waits use that definition. A restart (Restart,
 // recorded by whoever restarts the client) ends what the client has seen:
-// its new instance starts with nothing.
+// its new instance starts with nothing. Which resources a client reads at
+// all is defined here too (Readers): one it never reads has no view of it.
 //
 // The trace is what makes a finding explainable: a write's SentRV against the
 // ResourceVersion of the events released to that client before the write says

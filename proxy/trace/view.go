@@ -207,3 +207,34 @@ func (v *Views) Seen(client string, obj Object, before time.Time) uint64 {
 	}
 	return rv
 }
+
+// Readers are the clients that read each resource at all in a trace: a
+// watch event of it released to them, or a GET or LIST of it answered (what
+// Shown counts). A client that never reads a resource has no view of it, and
+// no cache to be behind: an event recorder creates an Event and patches its
+// count without ever reading one.
+type Readers map[readKey]bool
+
+type readKey struct{ client, group, resource string }
+
+// NewReaders indexes what t's clients read.
+func NewReaders(t Trace) Readers {
+	out := Readers{}
+	for i := range t.Events {
+		if o, _, ok := t.Events[i].Shown(); ok {
+			out[readKey{t.Events[i].Client, o.Group, o.Resource}] = true
+		}
+	}
+	for i := range t.Requests {
+		if o, _, ok := t.Requests[i].Shown(); ok {
+			out[readKey{t.Requests[i].Client, o.Group, o.Resource}] = true
+		}
+	}
+	return out
+}
+
+// Read reports whether client read obj's resource (its group and plural)
+// at all.
+func (r Readers) Read(client string, obj Object) bool {
+	return r[readKey{client, obj.Group, obj.Resource}]
+}
