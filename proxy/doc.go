@@ -79,6 +79,14 @@
 //	Cut          a controller killed between sending a write and its answer
 //	Freeze       nothing by itself: it stops a client between two writes so
 //	             that a harness can kill it there
+//	Lose         the apiserver's request timeout (504) while etcd or a
+//	             webhook is slow: applied, the client told it may not be
+//	Reset        a connection reset after a write was sent: applied, the
+//	             client gets a transport error
+//	Slow         a slow way back for an answer already committed: its watch
+//	             event can arrive first
+//	Reject       API Priority and Fairness's 429, etcd's request timeout
+//	             (500), a restarting apiserver's 503: never applied
 //
 // Expire and Rewind act on requests. Expire answers a matching re-watch
 // itself, with the ERROR event a kube-apiserver sends for a resourceVersion
@@ -92,10 +100,13 @@
 // request with the 422 a kube-apiserver without the WatchList feature sends,
 // which makes client-go fall back to LIST. R is the rule's ResourceVersion,
 // or the newest resourceVersion the proxy had seen, in any response or watch
-// event, at the moment the rule names. Freeze and Cut act on writes (never on
-// dry runs, which change nothing); each fires at most once per rule and
-// client, and a frozen client's requests are held unanswered, never
-// forwarded, until it goes away or Proxy.Thaw. Each such request is recorded
+// event, at the moment the rule names. Freeze, Cut, Lose, Reset, Slow and
+// Reject act on writes (never on dry runs, which change nothing); each fires
+// at most once per rule and client. After a Freeze or Cut the client's
+// requests are held unanswered, never forwarded, until it goes away or
+// Proxy.Thaw; after the others it keeps running. An answer a client never
+// got is still recorded as the apiserver gave it (trace.Request.Unanswered),
+// and a Slow answer says how long it was held (trace.Request.Held). Each such request is recorded
 // with its trace.FaultKind (what code acts on) and a Fault that says in
 // words what was done.
 //

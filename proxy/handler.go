@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,8 +41,9 @@ type exchange struct {
 	info *request.RequestInfo
 	rec  trace.Request
 	done bool   // recorded already, before the client could see the response
-	act  Action // Freeze or Cut when such a rule matched (rule >= 0)
+	act  Action // an action on writes, when such a rule matched (rule >= 0)
 	rule int
+	hold time.Duration // Slow: how long the answer is held
 }
 
 // ServeHTTP forwards one request of this client upstream and records it,
@@ -156,8 +158,15 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			q.Set("resourceVersionMatch", "Exact")
 			r.URL.RawQuery = q.Encode()
 			ex.rec.Fault = fmt.Sprintf("rewind: list served as of resourceVersion %s, %s", rv, why)
-		case Freeze, Cut:
-			ex.act = v.action
+		case Reject:
+			ex.rec.FaultKind = trace.FaultReject
+			ex.rec.Fault = reject(w, r, info, v.code)
+			ex.rec.Code = v.code
+			ex.rec.Latency = time.Since(ex.rec.Start)
+			p.trace.AddRequest(ex.rec)
+			return
+		case Freeze, Cut, Lose, Reset, Slow:
+			ex.act, ex.hold = v.action, v.hold
 		}
 	}
 
@@ -222,21 +231,49 @@ func (c *Client) modifyResponse(resp *http.Response) error {
 	case Cut:
 		ex.rec.FaultKind = trace.FaultCut
 		ex.rec.Fault = "cut: applied by the apiserver, answer withheld from the client; every later request of it is held"
+	case Lose:
+		ex.rec.FaultKind = trace.FaultLose
+		ex.rec.Fault = fmt.Sprintf("lose: answered %d by the apiserver; the client was told 504 Timeout (request did not complete within the allotted timeout) and keeps running", ex.rec.Code)
+	case Reset:
+		ex.rec.FaultKind = trace.FaultReset
+		ex.rec.Fault = fmt.Sprintf("reset: answered %d by the apiserver; the client's stream was reset instead and it keeps running", ex.rec.Code)
+	case Slow:
+		// Held before it is recorded: the trace has the answer when the
+		// client does, and says whether the client waited for it.
+		t := time.NewTimer(ex.hold)
+		select {
+		case <-t.C:
+		case <-resp.Request.Context().Done():
+			t.Stop()
+			ex.rec.Abandoned = true
+		}
+		ex.rec.Held = time.Since(ex.rec.Start) - ex.rec.Latency
+		ex.rec.FaultKind = trace.FaultSlow
+		ex.rec.Fault = fmt.Sprintf("slow: answer held %v after the apiserver gave it", ex.rec.Held.Round(time.Millisecond))
 	}
 	ex.done = true
 	c.p.trace.AddRequest(ex.rec)
-	if ex.act == Freeze || ex.act == Cut {
+	switch ex.act {
+	case Freeze:
 		c.p.frozen.Store(c.Name, true)
-	}
-	if ex.act == Cut {
+	case Cut:
+		c.p.frozen.Store(c.Name, true)
 		return errCut
+	case Lose:
+		return errLost
+	case Reset:
+		return errReset
 	}
 	return nil
 }
 
-// errCut makes the ReverseProxy hand a Cut write to errorHandler instead of
-// forwarding its answer.
-var errCut = errors.New("proxy: answer cut")
+// errCut, errLost and errReset make the ReverseProxy hand a write's answer
+// to errorHandler instead of forwarding it.
+var (
+	errCut   = errors.New("proxy: answer cut")
+	errLost  = errors.New("proxy: answer lost")
+	errReset = errors.New("proxy: stream reset")
+)
 
 // requestOf is what request rules see of r.
 func requestOf(client string, info *request.RequestInfo, r *http.Request) call {
@@ -293,19 +330,62 @@ func refuseWatchList(w http.ResponseWriter, r *http.Request, info *request.Reque
 	status := apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", field.ErrorList{
 		field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"),
 	}).Status()
+	writeStatus(w, r, info, status)
+	return int(status.Code)
+}
+
+// writeStatus answers with status as a kube-apiserver encodes an error
+// (responsewriters.ErrorNegotiated): protobuf when the client accepts it,
+// else JSON, with Retry-After when the status asks for a retry.
+func writeStatus(w http.ResponseWriter, r *http.Request, info *request.RequestInfo, status metav1.Status) {
 	si := negotiated(r.Header.Get("Accept"))
 	codecs := clientgoscheme.Codecs.WithoutConversion()
 	w.Header().Set("Content-Type", si.MediaType)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if d := status.Details; d != nil && d.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(d.RetryAfterSeconds)))
+	}
+	gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
 	w.WriteHeader(int(status.Code))
-	_ = codecs.EncoderForVersion(si.Serializer, schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}).Encode(&status, w)
-	return int(status.Code)
+	_ = codecs.EncoderForVersion(si.Serializer, gv).Encode(&status, w)
+}
+
+// reject answers a write as a kube-apiserver refuses one before it is
+// applied (see Reject), and says what it answered.
+func reject(w http.ResponseWriter, r *http.Request, info *request.RequestInfo, code int) string {
+	switch code {
+	case http.StatusInternalServerError:
+		// An etcd error is no API status: the apiserver answers it as an
+		// unknown 500 with the error's words (responsewriters.ErrorToAPIStatus).
+		writeStatus(w, r, info, metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status:   metav1.StatusFailure, Code: http.StatusInternalServerError, Message: "etcdserver: request timed out",
+		})
+		return "reject: answered 500 etcdserver: request timed out, never forwarded (etcd did not commit it)"
+	case http.StatusServiceUnavailable:
+		status := apierrors.NewServiceUnavailable("the server is currently unable to handle the request").Status()
+		status.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+		writeStatus(w, r, info, status)
+		return "reject: answered 503 ServiceUnavailable, never forwarded (an apiserver restarting behind a load balancer)"
+	}
+	// API Priority and Fairness (and max-in-flight) answer in plain text
+	// (filters/priority-and-fairness.go tooManyRequests).
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "Too many requests, please try again later.", http.StatusTooManyRequests)
+	return "reject: answered 429 Too many requests, Retry-After: 1, never forwarded (API Priority and Fairness); client-go retries it after 1 s"
 }
 
 func (c *Client) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, errCut) {
+	switch {
+	case errors.Is(err, errCut):
 		<-r.Context().Done()        // the answer never comes; the client is killed
 		panic(http.ErrAbortHandler) // and if it is not, it gets none at all
+	case errors.Is(err, errLost):
+		info, _ := c.p.infos.NewRequestInfo(r)
+		writeStatus(w, r, info, apierrors.NewTimeoutError("request did not complete within the allotted timeout", 0).Status())
+		return
+	case errors.Is(err, errReset):
+		panic(http.ErrAbortHandler) // an HTTP/2 RST_STREAM; over HTTP/1.1, a closed connection
 	}
 	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	switch {

@@ -11,7 +11,9 @@ import (
 
 // Action is what a Rule does. Delay, Hold, Drop and Break act on the watch
 // events a rule matches; Expire and Rewind on the watch and list requests it
-// matches; Freeze and Cut on the write requests it matches. Each action's
+// matches; Freeze, Cut, Lose, Reset, Slow and Reject on the write requests it
+// matches (the last four are faults on a write's answer: the client keeps
+// running). Each action's
 // comment says what in a real cluster does the same, or that nothing does.
 type Action int
 
@@ -80,6 +82,40 @@ const (
 	// a controller killed, or its connection lost, after sending a write and
 	// before reading the response.
 	Cut
+	// Lose forwards the matching write, records the apiserver's answer, and
+	// answers the client instead with the 504 Timeout a kube-apiserver's
+	// timeout filter sends ("request did not complete within the allotted
+	// timeout", no Retry-After, so client-go does not retry it): the write
+	// is applied, the client is told it may not have been, and it keeps
+	// running. Real cause: the apiserver's request timeout (60 s by
+	// default) while etcd or an admission webhook is slow, the write
+	// committing after the client was answered; a load balancer's 504. On
+	// every Kubernetes version.
+	Lose
+	// Reset forwards the matching write, records the apiserver's answer, and
+	// resets the client's stream instead of answering (an HTTP/2
+	// RST_STREAM; the client sees a transport error, which client-go never
+	// retries for a write): applied, and the client keeps running not
+	// knowing it. Real cause: a connection reset between the client and the
+	// apiserver after the request was sent (a load balancer or an apiserver
+	// shutting down, a network partition, a proxy's idle timeout).
+	Reset
+	// Slow forwards the matching write and holds its answer Rule.Delay
+	// after the apiserver gave it: meanwhile the write's own watch event,
+	// and other clients' writes, may reach the client first. Real cause: a
+	// slow path back from a write already committed (a client CPU-starved
+	// or its connection congested, the answer converted by a slow CRD
+	// conversion webhook, a busy apiserver encoding it).
+	Slow
+	// Reject answers the matching write itself, before it reaches the
+	// apiserver, as a kube-apiserver refuses one: Rule.Code 429 (the zero
+	// value) is API Priority and Fairness's "Too many requests" with
+	// Retry-After: 1, which client-go retries by itself after a second;
+	// 500 is etcd's "etcdserver: request timed out" for a proposal that
+	// never committed; 503 is a Status ServiceUnavailable, as from an
+	// apiserver behind a load balancer while it restarts. Nothing is
+	// applied; the client keeps running.
+	Reject
 )
 
 func (a Action) String() string {
@@ -100,6 +136,14 @@ func (a Action) String() string {
 		return "freeze"
 	case Cut:
 		return "cut"
+	case Lose:
+		return "lose"
+	case Reset:
+		return "reset"
+	case Slow:
+		return "slow"
+	case Reject:
+		return "reject"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -108,7 +152,17 @@ func (a Action) String() string {
 func (a Action) onEvents() bool { return a <= Break }
 
 // onWrites reports whether a acts on write requests.
-func (a Action) onWrites() bool { return a == Freeze || a == Cut }
+func (a Action) onWrites() bool { return a >= Freeze && a <= Reject }
+
+// freezes reports whether a stops its client once it fires.
+func (a Action) freezes() bool { return a == Freeze || a == Cut }
+
+// IsAnswer reports whether a is a fault on a write's answer (Lose, Reset,
+// Slow, Reject): the client keeps running.
+func (a Action) IsAnswer() bool { return a >= Lose && a <= Reject }
+
+// RejectCodes are the status codes a Reject rule answers with.
+var RejectCodes = []int{429, 500, 503}
 
 // Rule selects watch events or requests and says what to do with them. Every
 // empty selector matches anything. An event is matched against the rules in
@@ -130,11 +184,12 @@ type Rule struct {
 	// Empty: every type. Only for actions on events.
 	Types []string
 	// Verbs lists the write verbs (create, update, patch, delete,
-	// deletecollection) Freeze and Cut match. Empty: every write. A dry-run
+	// deletecollection) the actions on writes match. Empty: every write. A dry-run
 	// write (dryRun=All) is never matched, nor counted by After: the
 	// apiserver persists nothing of it.
 	Verbs []string
-	// Subresource is the write's subresource ("status") for Freeze and Cut;
+	// Subresource is the write's subresource ("status") for the actions on
+	// writes;
 	// "-" matches writes to the main resource only. Empty: any.
 	Subresource string
 	// From and To bound the window, relative to the mark given to SetRules, in
@@ -144,8 +199,11 @@ type Rule struct {
 	From, To time.Duration
 	// Action is what happens to a match; Delay is the zero value.
 	Action Action
-	// Delay is how long Delay holds each event. Zero: not at all.
+	// Delay is how long Delay holds each event, and Slow a write's answer.
+	// Zero: not at all.
 	Delay time.Duration
+	// Code is, for Reject, the status answered: 429 (zero), 500 or 503.
+	Code int
 	// Ago is, for Rewind, how far before each request its list is served.
 	// Zero: as of the window's start.
 	Ago time.Duration
@@ -164,8 +222,10 @@ type Rule struct {
 func (r Rule) String() string {
 	s := r.Action.String()
 	switch r.Action {
-	case Delay:
+	case Delay, Slow:
 		s += " " + r.Delay.String()
+	case Reject:
+		s += fmt.Sprintf(" %d", r.code())
 	case Rewind:
 		if r.ResourceVersion != "" {
 			s += " to resourceVersion " + r.ResourceVersion
@@ -200,6 +260,14 @@ func (r Rule) String() string {
 	return s
 }
 
+// code is the status a Reject rule answers with.
+func (r Rule) code() int {
+	if r.Action == Reject && r.Code == 0 {
+		return 429
+	}
+	return r.Code
+}
+
 func or(s, dflt string) string {
 	if s == "" {
 		return dflt
@@ -212,7 +280,7 @@ func or(s, dflt string) string {
 // fit the action.
 func (r Rule) Validate() error {
 	switch {
-	case r.Action < Delay || r.Action > Cut:
+	case r.Action < Delay || r.Action > Reject:
 		return fmt.Errorf("unknown action %d", int(r.Action))
 	case r.From < 0 || r.To < 0 || r.Delay < 0 || r.After < 0 || r.Ago < 0:
 		return errors.New("negative duration or count")
@@ -226,6 +294,10 @@ func (r Rule) Validate() error {
 		return fmt.Errorf("%v: Verbs and Subresource apply to freeze and cut only", r.Action)
 	case r.Action != Rewind && (r.Ago != 0 || r.ResourceVersion != ""):
 		return fmt.Errorf("%v: Ago and ResourceVersion apply to rewind only", r.Action)
+	case r.Action != Reject && r.Code != 0:
+		return fmt.Errorf("%v: Code applies to reject only", r.Action)
+	case r.Action == Reject && r.Code != 0 && !slices.Contains(RejectCodes, r.Code):
+		return fmt.Errorf("reject: code %d: want one of %v", r.Code, RejectCodes)
 	}
 	return nil
 }
@@ -241,7 +313,7 @@ type ruleSet struct {
 type ruleState struct {
 	Rule
 	matched atomic.Int64 // for After
-	fired   sync.Map     // Break: "client|resource"; Freeze, Cut: client. At most once each.
+	fired   sync.Map     // Break: "client|resource"; actions on writes: client. At most once each.
 }
 
 func newRuleSet(mark time.Time, rules []Rule) *ruleSet {
@@ -259,11 +331,13 @@ type event struct {
 
 // verdict is a rule's decision about an event or a request.
 type verdict struct {
-	rule    int       // index of the deciding rule; -1 for none
-	action  Action    // meaningful when rule >= 0
-	release time.Time // events: when it may be released (ignoring order)
-	asOf    time.Time // Rewind: the moment whose state a list is served at
-	rv      string    // Rewind: the exact resourceVersion, when the rule names one
+	rule    int           // index of the deciding rule; -1 for none
+	action  Action        // meaningful when rule >= 0
+	release time.Time     // events: when it may be released (ignoring order)
+	asOf    time.Time     // Rewind: the moment whose state a list is served at
+	rv      string        // Rewind: the exact resourceVersion, when the rule names one
+	hold    time.Duration // Slow: how long the answer is held
+	code    int           // Reject: the status answered
 }
 
 func (rs *ruleSet) inWindow(r *ruleState, t time.Time, client, resource, namespace, name string) bool {
@@ -349,7 +423,7 @@ func (rs *ruleSet) decideRequest(q call, t time.Time) verdict {
 			if !(q.verb == "list" && !q.continues) && !(q.verb == "watch" && q.watchList) {
 				continue
 			}
-		case Freeze, Cut:
+		case Freeze, Cut, Lose, Reset, Slow, Reject:
 			if !isWrite(q.verb) || q.dryRun || (len(r.Verbs) > 0 && !slices.Contains(r.Verbs, q.verb)) ||
 				(r.Subresource == "-" && q.subresource != "") ||
 				(r.Subresource != "" && r.Subresource != "-" && r.Subresource != q.subresource) {
@@ -367,7 +441,7 @@ func (rs *ruleSet) decideRequest(q call, t time.Time) verdict {
 				continue
 			}
 		}
-		v := verdict{rule: i, action: r.Action, asOf: rs.mark.Add(r.From), rv: r.ResourceVersion}
+		v := verdict{rule: i, action: r.Action, asOf: rs.mark.Add(r.From), rv: r.ResourceVersion, hold: r.Delay, code: r.code()}
 		if r.Ago > 0 {
 			v.asOf = t.Add(-r.Ago)
 		}

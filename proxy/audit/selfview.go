@@ -147,7 +147,7 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 			writes = append(writes, r)
 		}
 		if rv, err := strconv.ParseUint(r.ReturnedRV, 10, 64); err == nil && r.Code/100 == 2 {
-			stored[r.Object()] = append(stored[r.Object()], ack{r, rv, r.Start.Add(r.Latency)})
+			stored[r.Object()] = append(stored[r.Object()], ack{r, rv, r.Answered()})
 		}
 	}
 	for _, acks := range stored {
@@ -158,7 +158,7 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 	reads := trace.NewReaders(tr)
 	slices.SortStableFunc(writes, func(a, b *trace.Request) int { return a.Start.Compare(b.Start) })
 	acknowledged := func(a ack, w *trace.Request) bool {
-		return a.r != w && a.r.Client == w.Client && !a.r.Abandoned && a.r.FaultKind != trace.FaultCut &&
+		return a.r != w && a.r.Client == w.Client && !a.r.Unanswered() &&
 			a.answered.Before(w.Start) && views.Instance(w.Client, a.answered) == views.Instance(w.Client, w.Start)
 	}
 	var out []selfStaleWrite

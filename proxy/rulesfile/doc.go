@@ -16,7 +16,8 @@
 //	    namespace: default          # Rule.Namespace
 //	    name: demo                  # Rule.Name
 //	    types: [MODIFIED]           # Rule.Types: ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
-//	    action: hold                # delay, hold, drop, break, expire, rewind, freeze, cut
+//	    action: hold                # delay, hold, drop, break, expire, rewind, freeze, cut,
+//	                                # lose, reset, slow, reject
 //	    from: 0s                    # Rule.From, a Go duration
 //	    to: 3s                      # Rule.To
 //	  - action: cut
@@ -27,7 +28,9 @@
 //	    ago: 1.5s                   # Rule.Ago
 //	    resourceVersion: "12345"    # Rule.ResourceVersion
 //	  - action: delay
-//	    delay: 500ms                # Rule.Delay
+//	    delay: 500ms                # Rule.Delay (of a delay or a slow)
+//	  - action: reject
+//	    code: 503                   # Rule.Code: 429 (the default), 500, 503
 //
 // Durations are Go duration strings (time.ParseDuration: "1.5s", "300ms",
 // "2m"); a bare 0 is zero. Action names are lowercase, event types uppercase
@@ -47,7 +50,7 @@
 // line), the rule, and the field:
 //
 //	rules.yaml:7: rule 2: field "acton" not known (did you mean "action"?)
-//	rules.yaml:9: rule 3: action "hodl": want one of delay, hold, drop, break, expire, rewind, freeze, cut
+//	rules.yaml:9: rule 3: action "hodl": want one of delay, hold, drop, break, expire, rewind, freeze, cut, lose, reset, slow, reject
 //	rules.yaml:4: rule 1: to: time: invalid duration "3x"
 //
 // Rules are numbered from 1, in file order, in messages; the proxy numbers the

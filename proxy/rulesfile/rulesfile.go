@@ -142,11 +142,12 @@ func (p *parser) add(line, rule int, field string, err error) {
 // fields are the keys of a rule, in proxy.Rule's order.
 var fields = []string{
 	"client", "resource", "namespace", "name", "types", "verbs", "subresource",
-	"from", "to", "action", "delay", "ago", "resourceVersion", "after",
+	"from", "to", "action", "delay", "code", "ago", "resourceVersion", "after",
 }
 
 var actions = []proxy.Action{
 	proxy.Delay, proxy.Hold, proxy.Drop, proxy.Break, proxy.Expire, proxy.Rewind, proxy.Freeze, proxy.Cut,
+	proxy.Lose, proxy.Reset, proxy.Slow, proxy.Reject,
 }
 
 var (
@@ -215,6 +216,8 @@ func (p *parser) rule(idx int, n *yaml.Node) proxy.Rule {
 			r.Action = p.action(idx, key, v)
 		case "after":
 			r.After = p.count(idx, key, v)
+		case "code":
+			r.Code = p.count(idx, key, v)
 		}
 	}
 	if len(p.errs) == before {

@@ -59,6 +59,14 @@ rules:
   - action: freeze
     subresource: "-"
     from: 0
+  - action: reject
+    code: 503
+    verbs: [create]
+  - action: slow
+    delay: 2s
+  - action: lose
+    after: 1
+  - action: reset
 `,
 			want: []proxy.Rule{
 				{Client: "my-controller", Resource: "configmaps", Namespace: "default", Name: "demo", Types: []string{"MODIFIED", "DELETED"}, Action: proxy.Hold, To: 3 * time.Second},
@@ -70,6 +78,10 @@ rules:
 				{Action: proxy.Break, Types: []string{"BOOKMARK"}},
 				{Action: proxy.Drop, Name: "0"},
 				{Action: proxy.Freeze, Subresource: "-"},
+				{Action: proxy.Reject, Code: 503, Verbs: []string{"create"}},
+				{Action: proxy.Slow, Delay: 2 * time.Second},
+				{Action: proxy.Lose, After: 1},
+				{Action: proxy.Reset},
 			},
 		},
 		{
@@ -126,17 +138,17 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "unknown field without a suggestion",
 			file: "- colour: red\n",
-			want: []string{`rules.yaml:1: rule 1: field "colour" not known (want one of client, resource, namespace, name, types, verbs, subresource, from, to, action, delay, ago, resourceVersion, after)`},
+			want: []string{`rules.yaml:1: rule 1: field "colour" not known (want one of client, resource, namespace, name, types, verbs, subresource, from, to, action, delay, code, ago, resourceVersion, after)`},
 		},
 		{
 			name: "unknown action",
 			file: "rules:\n  - client: a\n  - client: b\n  - action: hodl\n",
-			want: []string{`rules.yaml:4: rule 3: action "hodl": want one of delay, hold, drop, break, expire, rewind, freeze, cut`},
+			want: []string{`rules.yaml:4: rule 3: action "hodl": want one of delay, hold, drop, break, expire, rewind, freeze, cut, lose, reset, slow, reject`},
 		},
 		{
 			name: "action in capitals",
 			file: "- action: Hold\n  to: 1s\n",
-			want: []string{`rules.yaml:1: rule 1: action "Hold": want one of delay, hold, drop, break, expire, rewind, freeze, cut`},
+			want: []string{`rules.yaml:1: rule 1: action "Hold": want one of delay, hold, drop, break, expire, rewind, freeze, cut, lose, reset, slow, reject`},
 		},
 		{
 			name: "bad duration",
@@ -152,6 +164,11 @@ func TestParseErrors(t *testing.T) {
 			name: "duration not a scalar",
 			file: "- from: [1s]\n",
 			want: []string{`rules.yaml:1: rule 1: from: want a duration such as 1.5s, got a list`},
+		},
+		{
+			name: "Validate: a code no apiserver rejects a write with",
+			file: "- action: reject\n  code: 418\n- action: lose\n  code: 504\n",
+			want: []string{`rules.yaml:1: rule 1: reject: code 418: want one of [429 500 503]`, `rules.yaml:3: rule 2: lose: Code applies to reject only`},
 		},
 		{
 			name: "Validate: hold without an end",
@@ -208,7 +225,7 @@ func TestParseErrors(t *testing.T) {
 			file: "rules:\n  - hold configmaps\n  -\n",
 			want: []string{
 				`rules.yaml:2: rule 1: want a mapping of fields, got "hold configmaps"`,
-				`rules.yaml:3: rule 2: empty rule: want a mapping of fields (client, resource, namespace, name, types, verbs, subresource, from, to, action, delay, ago, resourceVersion, after)`,
+				`rules.yaml:3: rule 2: empty rule: want a mapping of fields (client, resource, namespace, name, types, verbs, subresource, from, to, action, delay, code, ago, resourceVersion, after)`,
 			},
 		},
 		{

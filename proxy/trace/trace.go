@@ -35,7 +35,10 @@ type Request struct {
 	// and any other streamed response (a log, proxied pod traffic), until its
 	// response headers arrived.
 	Latency time.Duration `json:"latency"`
-	Code    int           `json:"code"`
+	// Held is how long the proxy held the answer after it arrived (a Slow
+	// rule): the client got it at Start+Latency+Held (Answered).
+	Held time.Duration `json:"held,omitempty"`
+	Code int           `json:"code"`
 	// SentRV is the resourceVersion the request carried: the resourceVersion
 	// query parameter of a read, or metadata.resourceVersion of a write's body
 	// (a precondition). Empty on a write means it had no optimistic lock.
@@ -121,7 +124,33 @@ const (
 	// FaultFrozen: a request of a frozen client, held unanswered and never
 	// forwarded.
 	FaultFrozen FaultKind = "frozen"
+	// FaultLose: a write applied by the apiserver (Code is its answer)
+	// whose client was answered 504 Timeout instead; it keeps running.
+	FaultLose FaultKind = "lose"
+	// FaultReset: a write applied by the apiserver (Code is its answer)
+	// whose client's stream was reset instead; it keeps running.
+	FaultReset FaultKind = "reset"
+	// FaultSlow: a write whose answer reached its client Held after the
+	// apiserver gave it.
+	FaultSlow FaultKind = "slow"
+	// FaultReject: a write the proxy refused itself, never forwarded: Code
+	// is what it answered (429, 500, 503).
+	FaultReject FaultKind = "reject"
 )
+
+// Unanswered reports whether the client never learned the apiserver's
+// answer to r (Code): a Cut or Lose or Reset answer, an abandoned request.
+func (r *Request) Unanswered() bool {
+	switch r.FaultKind {
+	case FaultCut, FaultLose, FaultReset:
+		return true
+	}
+	return r.Abandoned
+}
+
+// Answered is when the client got the answer: the apiserver's, plus what a
+// Slow rule held it.
+func (r *Request) Answered() time.Time { return r.Start.Add(r.Latency + r.Held) }
 
 // faultKindOf recovers the kind from the words of a trace written before
 // FaultKind existed: each began with the kind and a colon.

@@ -158,7 +158,7 @@ func NewViews(t Trace) *Views {
 	for i := range t.Requests {
 		r := &t.Requests[i]
 		if o, rv, ok := r.Shown(); ok {
-			at := r.Start.Add(r.Latency)
+			at := r.Answered()
 			k := viewKey{r.Client, v.instance(r.Client, at), o}
 			points[k] = append(points[k], point{at, rv})
 		}
