@@ -701,7 +701,7 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		}
 		for _, r := range newer.Requests {
 			flight.request(&r)
-			if end := r.Start.Add(r.Latency); r.IsWrite() && r.Code != 0 && end.After(lastWrite) {
+			if end := r.Answered(); r.IsWrite() && r.Code != 0 && end.After(lastWrite) {
 				lastWrite = end
 			}
 			if r.IsWrite() && !r.DryRun && r.Code != 0 {

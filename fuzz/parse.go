@@ -26,6 +26,9 @@ import (
 //	[WINDOW] break the watch at TARGET for CLIENT
 //	[WINDOW] break the watch (410 on re-watch: relist) at TARGET for CLIENT[, relisting from an apiserver D behind]
 //	[WINDOW] restart CLIENT (right after|before it sees the answer to) its Nth WRITES[, reconnecting to an apiserver that has not seen that write, D behind]
+//	[WINDOW] (lose|reset) the answer to CLIENT's Nth WRITES
+//	[WINDOW] slow the answer to CLIENT's Nth WRITES by D
+//	[WINDOW] reject CLIENT's Nth WRITES with (429|500|503)
 //
 // WINDOW is "t+A–B" in seconds ("t+0.00s–2.10s"; a hyphen does for the
 // dash); left out, the whole lag window (from the mark to the shorter of
@@ -74,6 +77,7 @@ var (
 	windowRE  = regexp.MustCompile(`^t\+([0-9.]+)s?\s*[–-]\s*([0-9.]+)s\s+`)
 	latencyRE = regexp.MustCompile(`^latency (\S+) on every watch of (.+)$`)
 	restartRE = regexp.MustCompile(`^restart (\S+) (right after|before it sees the answer to) its (\d+)(?:st|nd|rd|th) (.+?)(?:, reconnecting to an apiserver that has not seen that write, (\S+) behind)?$`)
+	answerRE  = regexp.MustCompile(`^(?:(lose|reset|slow) the answer to|(reject)) (\S+?)'s (\d+)(?:st|nd|rd|th) (.+?)(?: by (\S+)| with (\d+))?$`)
 	actionRE  = regexp.MustCompile(`^(delay (\S+)|hold|drop|break the watch \(410 on re-watch: relist\) at|break the watch at) (.+) for (\S+?)(?:, relisting from an apiserver (\S+) behind)?$`)
 	targetRE  = regexp.MustCompile(`^(?:([A-Z+]+) )?([a-z0-9.-]+)(?:/(\S+))?(?: after the first (\d+))?$`)
 )
@@ -127,9 +131,12 @@ func (s Scenario) parseStep(part string, b Bounds) (Step, error) {
 		}
 		return st, nil
 	}
+	if m := answerRE.FindStringSubmatch(part); m != nil {
+		return s.parseAnswer(st, m)
+	}
 	m := actionRE.FindStringSubmatch(part)
 	if m == nil {
-		return Step{}, fmt.Errorf("not a step: want latency, delay, hold, drop, break, relist or restart as Schedule.String writes them (\"t+0.00s–2.10s latency 0.030s on every watch of every client\")")
+		return Step{}, fmt.Errorf("not a step: want latency, delay, hold, drop, break, relist, restart, lose, reset, slow or reject as Schedule.String writes them (\"t+0.00s–2.10s latency 0.030s on every watch of every client\")")
 	}
 	var err error
 	switch {
@@ -183,6 +190,51 @@ func (s Scenario) parseStep(part string, b Bounds) (Step, error) {
 		st.After, _ = strconv.Atoi(t[4])
 	}
 	return st, nil
+}
+
+// parseAnswer reads a fault on an answer from answerRE's match m.
+func (s Scenario) parseAnswer(st Step, m []string) (Step, error) {
+	var err error
+	if st.Client, err = s.client(m[3]); err != nil {
+		return Step{}, err
+	}
+	n, _ := strconv.Atoi(m[4])
+	if n < 1 {
+		return Step{}, fmt.Errorf("the 0th write: count writes from 1st")
+	}
+	st.After = n - 1
+	if err := s.parseWrites(&st, m[5]); err != nil {
+		return Step{}, err
+	}
+	switch {
+	case m[2] == "reject":
+		if m[7] == "" || m[6] != "" {
+			return Step{}, fmt.Errorf("reject: say the status, \"with 429\" (429, 500 or 503)")
+		}
+		st.Action, st.Code = proxy.Reject, atoi(m[7])
+		if !slices.Contains(proxy.RejectCodes, st.Code) {
+			return Step{}, fmt.Errorf("reject with %d: want one of %v", st.Code, proxy.RejectCodes)
+		}
+	case m[1] == "slow":
+		if m[6] == "" {
+			return Step{}, fmt.Errorf("slow: say for how long, \"by 1.20s\"")
+		}
+		st.Action = proxy.Slow
+		if st.Delay, err = duration(m[6]); err != nil {
+			return Step{}, err
+		}
+	default:
+		if m[6] != "" || m[7] != "" {
+			return Step{}, fmt.Errorf("%s takes no \"by\" or \"with\"", m[1])
+		}
+		st.Action = map[string]proxy.Action{"lose": proxy.Lose, "reset": proxy.Reset}[m[1]]
+	}
+	return st, nil
+}
+
+func atoi(v string) int {
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // parseWrites reads a restart's writes: "write" or a verb, then

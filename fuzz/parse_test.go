@@ -12,7 +12,7 @@ import (
 // same: a schedule copied from a report replays as it reads.
 func TestParseWhatStringPrints(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency} {
+	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency, Composed} {
 		s := testScenario
 		s.Space = space
 		for range 3000 {

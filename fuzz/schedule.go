@@ -35,6 +35,10 @@ const (
 	// it relists after a watch ended in error, the first time: 0.8 s with a
 	// jitter of 1.0 (reflector.go defaultBackoffInit, defaultBackoffJitter).
 	RelistBackoff = 1600 * time.Millisecond
+	// MaxSlowAnswer is the longest a Composed schedule holds a write's
+	// answer (proxy.Slow): as long as a relist's backoff, so that a slow
+	// answer fits the allowance any fault has (Bounds.faultAllowance).
+	MaxSlowAnswer = RelistBackoff
 )
 
 // Bounds limit a scenario's lag windows. Together with the engine's phase
@@ -155,20 +159,33 @@ const (
 	// targeted lag: what a healthy, busy cluster does, to measure what a
 	// controller does under that alone.
 	OrdinaryLatency
+	// Composed is RealisticLatency with faults on a write's answer, and
+	// two faults in one schedule: besides one break, relist or restart,
+	// one answer lost after the write was applied (proxy.Lose, Reset),
+	// held (proxy.Slow, up to MaxSlowAnswer) or refused before it
+	// (proxy.Reject: 429, 500, 503), anchored like a restart to its
+	// client's Nth matching write. A restart record (action 4 or 5) whose
+	// after byte's high nibble, mod 8, is 1 to 6 is such a fault (see
+	// codec.decodeRealistic); a RealisticLatency input whose after bytes'
+	// high nibbles are 0 (as every committed and seeded one's are) means
+	// the same here.
+	Composed
 )
 
 // anchored reports whether the space's records can anchor a step to the Nth
 // matching event or write (6-byte records).
 func (sp Space) anchored() bool {
-	return sp == Realistic || sp == AnchoredLoss || sp == RealisticLatency || sp == OrdinaryLatency
+	return sp == Realistic || sp == AnchoredLoss || sp == RealisticLatency || sp == OrdinaryLatency || sp == Composed
 }
 
 // latency reports whether the space has ordinary latency steps.
-func (sp Space) latency() bool { return sp == RealisticLatency || sp == OrdinaryLatency }
+func (sp Space) latency() bool {
+	return sp == RealisticLatency || sp == OrdinaryLatency || sp == Composed
+}
 
 // faults reports whether the space has faults: broken watches, relists,
 // restarts.
-func (sp Space) faults() bool { return sp == Realistic || sp == RealisticLatency }
+func (sp Space) faults() bool { return sp == Realistic || sp == RealisticLatency || sp == Composed }
 
 func (sp Space) String() string {
 	switch sp {
@@ -184,6 +201,8 @@ func (sp Space) String() string {
 		return "realistic-latency"
 	case OrdinaryLatency:
 		return "ordinary-latency"
+	case Composed:
+		return "composed"
 	}
 	return fmt.Sprintf("Space(%d)", int(sp))
 }
@@ -228,19 +247,34 @@ type Step struct {
 	// Lag is, for a relist or a restart, how far behind the apiserver it
 	// reconnects to is (see above). Zero: not at all.
 	Lag time.Duration
+	// Code is, for proxy.Reject, the status the write is refused with
+	// (proxy.Rule.Code). An answer fault (proxy.Lose, Reset, Slow,
+	// Reject; IsAnswer) counts writes as a restart does (After, Verbs,
+	// Subresource, Resource), and a Slow one holds the answer Delay.
+	Code int
 }
 
 // End is when the window closes, after the mark.
 func (s Step) End() time.Duration { return s.Start + s.Length }
 
-// IsFault reports whether the step breaks a watch or restarts a client.
+// IsFault reports whether the step breaks a watch, restarts a client or
+// is a fault on a write's answer.
 func (s Step) IsFault() bool {
 	switch s.Action {
 	case proxy.Break, proxy.Expire, proxy.Freeze, proxy.Cut:
 		return true
 	}
-	return false
+	return s.IsAnswer()
 }
+
+// IsAnswer reports whether the step is a fault on a write's answer: lost
+// after the write was applied, held, or refused before it (the client
+// keeps running).
+func (s Step) IsAnswer() bool { return s.Action.IsAnswer() }
+
+// countsWrites reports whether the step is anchored to its client's writes (a
+// restart, an answer fault), not to events.
+func (s Step) countsWrites() bool { return s.IsRestart() || s.IsAnswer() }
 
 // IsLatency reports whether the step is ordinary latency: every watch
 // event of its client (of every client, when Client is empty), of every
@@ -262,7 +296,7 @@ func (s Step) String() string {
 	case s.Lag > 0:
 		lag = fmt.Sprintf(", relisting from an apiserver %.2fs behind", s.Lag.Seconds())
 	}
-	if s.IsRestart() {
+	if s.countsWrites() {
 		what := "write"
 		if len(s.Verbs) > 0 {
 			what = strings.Join(s.Verbs, "/")
@@ -277,11 +311,20 @@ func (s Step) String() string {
 				what += "/" + s.Subresource
 			}
 		}
+		nth := ordinal(s.After+1) + " " + what
+		switch s.Action {
+		case proxy.Lose, proxy.Reset:
+			return fmt.Sprintf("%s %s the answer to %s's %s", window, s.Action, s.Client, nth)
+		case proxy.Slow:
+			return fmt.Sprintf("%s slow the answer to %s's %s by %.2fs", window, s.Client, nth, s.Delay.Seconds())
+		case proxy.Reject:
+			return fmt.Sprintf("%s reject %s's %s with %d", window, s.Client, nth, s.code())
+		}
 		when := "right after"
 		if s.Action == proxy.Cut {
 			when = "before it sees the answer to"
 		}
-		return fmt.Sprintf("%s restart %s %s its %s %s%s", window, s.Client, when, ordinal(s.After+1), what, lag)
+		return fmt.Sprintf("%s restart %s %s its %s%s", window, s.Client, when, nth, lag)
 	}
 	if s.IsLatency() {
 		who := s.Client
@@ -336,8 +379,30 @@ func (s Step) Cause() string {
 		return "real: the controller killed between two writes (OOM kill, eviction, rollout)" + lagging
 	case proxy.Cut:
 		return "real: the controller killed after sending a write and before reading the answer" + lagging
+	case proxy.Lose:
+		return "real: the apiserver's request timeout (504, 60 s by default) while etcd or an admission webhook is slow, the write committing after the client was answered; a load balancer's 504"
+	case proxy.Reset:
+		return "real: the connection reset after the write was sent (a load balancer, an apiserver shutting down, a network partition): applied, the client gets a transport error"
+	case proxy.Slow:
+		return "real: a slow way back for an answer already committed (a CPU-starved client, a congested connection, a slow conversion webhook, a busy apiserver encoding it): its watch event may arrive first"
+	case proxy.Reject:
+		switch s.code() {
+		case 500:
+			return "real: etcd's \"request timed out\" for a proposal that never committed (slow disk, a leader election)"
+		case 503:
+			return "real: an apiserver restarting behind a load balancer"
+		}
+		return "real: API Priority and Fairness refusing a request its priority level cannot queue (429, Retry-After: 1; client-go retries it)"
 	}
 	return "unknown"
+}
+
+// code is a Reject step's status.
+func (s Step) code() int {
+	if s.Code == 0 {
+		return 429
+	}
+	return s.Code
 }
 
 // OnDefaults says whether a cluster on Kubernetes 1.37's defaults
@@ -389,9 +454,15 @@ func (s Step) Rules(ns string) []proxy.Rule {
 				proxy.Rule{Client: s.Client, Resource: s.Resource, Namespace: ns, From: s.Start, To: s.End(), Action: proxy.Delay, Delay: s.Lag})
 		}
 		return rules
-	case proxy.Freeze, proxy.Cut:
-		r.Name, r.Types, r.Delay = "", nil, 0
+	case proxy.Freeze, proxy.Cut, proxy.Lose, proxy.Reset, proxy.Slow, proxy.Reject:
+		r.Name, r.Types = "", nil
 		r.Verbs, r.Subresource = s.Verbs, s.Subresource
+		if s.Action != proxy.Slow {
+			r.Delay = 0
+		}
+		if s.Action == proxy.Reject {
+			r.Code = s.Code
+		}
 	}
 	return []proxy.Rule{r}
 }
@@ -419,7 +490,7 @@ func (s Schedule) LagEnd() time.Duration {
 		}
 		e := st.End()
 		switch st.Action {
-		case proxy.Delay:
+		case proxy.Delay, proxy.Slow:
 			e += st.Delay
 		case proxy.Expire:
 			e += st.Lag
@@ -587,12 +658,23 @@ func (c codec) decode(b []byte) Schedule {
 // OrdinaryLatency every action is: 7 of every client, the others of the
 // record's client.
 //
+// In Composed a restart record (action 4 or 5) whose after byte's high
+// nibble, mod 8, is 1 to 6 is a fault on the answer to the client's
+// After+1st matching write instead (the write scope as a restart's): 1 lost
+// (the apiserver's 504), 2 reset, 3 slow (held by the action's high 5 bits,
+// quadratic in [0, MaxSlowAnswer]), 4 refused with 429, 5 with 500, 6 with
+// 503; 0 and 7 keep the restart.
+//
 // Only the first fault (break, relist, restart) of a schedule is one: a
 // later fault record decodes to a hold of the same window and target, so
 // that every execution has at most one relist or restart and fits the
-// budget by construction (Bounds.faultAllowance).
+// budget by construction (Bounds.faultAllowance). In Composed the first
+// answer fault is one besides (two faults at once); a later one decodes to
+// a hold. Each fault's aftermath (a relist's backoff, a restart, a slow
+// answer, client-go's retry after a 429) fits the same allowance, and all
+// of them start before Bounds.MaxFaultEnd.
 func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
-	fault := false
+	fault, answered := false, false
 	for len(b) >= realisticStepBytes && len(s.Steps) < MaxSteps {
 		r := b[:realisticStepBytes]
 		b = b[realisticStepBytes:]
@@ -608,8 +690,17 @@ func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
 		resource := c.resources[int(r[1]&0x0f)%len(c.resources)]
 		param := quad5(r[4]>>3, c.bounds.MaxDelay)
 		act := r[4] & 7
-		if act >= 2 && act <= 5 && fault {
-			act = 1 // one fault per schedule
+		kind := 0 // Composed: a fault on an answer, 1 to 6 (answerKinds)
+		if c.space == Composed && (act == 4 || act == 5) {
+			if kind = int(r[5]>>4) % 8; kind == 7 {
+				kind = 0
+			}
+		}
+		switch {
+		case kind > 0 && answered:
+			act, kind = 1, 0 // one answer fault per schedule
+		case kind == 0 && act >= 2 && act <= 5 && fault:
+			act = 1 // one break, relist or restart per schedule
 		}
 		if c.space == AnchoredLoss {
 			switch act {
@@ -638,25 +729,32 @@ func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
 			s.Steps = append(s.Steps, st)
 			continue
 		}
-		switch act {
-		case 0:
+		switch {
+		case kind > 0:
+			a := answerKinds[kind-1]
+			st.Action, st.Code = a.action, a.code
+			if a.action == proxy.Slow {
+				st.Delay = quad5(r[4]>>3, MaxSlowAnswer)
+			}
+			answered = true
+		case act == 0:
 			st.Action, st.Delay = proxy.Delay, param
-		case 2:
+		case act == 2:
 			st.Action = proxy.Break
-		case 3:
+		case act == 3:
 			st.Action, st.Lag = proxy.Expire, param
-		case 4:
+		case act == 4:
 			st.Action, st.Lag = proxy.Freeze, param
-		case 5:
+		case act == 5:
 			st.Action, st.Lag = proxy.Cut, param
 		default:
 			st.Action = proxy.Hold
 		}
-		fault = fault || st.IsFault()
+		fault = fault || (st.IsFault() && !st.IsAnswer())
 		if st.IsFault() && st.End() > c.bounds.faultEnd() {
 			st.Length = c.bounds.faultEnd() - st.Start
 		}
-		if st.IsRestart() {
+		if st.countsWrites() {
 			if v := int(r[0]>>4) % 5; v > 0 {
 				st.Verbs = []string{writeVerbs[v-1]}
 			}
@@ -682,6 +780,23 @@ func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
 
 // writeVerbs are the verbs a restart record can count, by value.
 var writeVerbs = []string{"create", "update", "patch", "delete"}
+
+// answerKinds are Composed's faults on answers, by the value of a restart
+// record's after-byte high nibble (1 to 6).
+var answerKinds = []struct {
+	action proxy.Action
+	code   int
+}{{proxy.Lose, 0}, {proxy.Reset, 0}, {proxy.Slow, 0}, {proxy.Reject, 429}, {proxy.Reject, 500}, {proxy.Reject, 503}}
+
+// answerKind is st's value in answerKinds, from 1; 0 for no answer fault.
+func answerKind(st Step) byte {
+	for i, a := range answerKinds {
+		if a.action == st.Action && (a.code == 0 || a.code == st.code()) {
+			return byte(i + 1)
+		}
+	}
+	return 0
+}
 
 // encodeRealistic writes steps in the layout decodeRealistic reads.
 func (c codec) encodeRealistic(b []byte, steps []Step) []byte {
@@ -711,13 +826,19 @@ func (c codec) encodeRealistic(b []byte, steps []Step) []byte {
 			act, param = 4, unquad5(st.Lag, c.bounds.MaxDelay)
 		case st.Action == proxy.Cut:
 			act, param = 5, unquad5(st.Lag, c.bounds.MaxDelay)
+		case st.IsAnswer():
+			act = 4
+			r[5] |= answerKind(st) << 4
+			if st.Action == proxy.Slow {
+				param = unquad5(st.Delay, MaxSlowAnswer)
+			}
 		case st.Action == proxy.Drop:
 			act = 2 // AnchoredLoss only
 		default:
 			act = 1
 		}
 		r[4] = act | param<<3
-		if st.IsRestart() {
+		if st.countsWrites() {
 			if len(st.Verbs) > 0 {
 				r[0] |= byte(index(writeVerbs, st.Verbs[0])+1) << 4
 			}

@@ -26,7 +26,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{1, 3, 0, 0x11, 40, 200, 1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency} {
+		for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency, Composed} {
 			s := testScenario
 			s.Space = space
 			sch := s.Decode(b)
@@ -48,9 +48,13 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 			t.Fatalf("knob %s = %d (present %v) outside [0,%d)", k.Name, v, ok, k.Values)
 		}
 	}
-	faults := 0
+	faults, answers := 0, 0
 	for _, st := range sch.Steps {
-		if st.Start < 0 || st.Start > DefaultBounds.MaxStart || st.Length < 0 || st.End() > DefaultBounds.MaxLagEnd || st.Delay < 0 || st.Delay > DefaultBounds.MaxDelay ||
+		maxDelay := DefaultBounds.MaxDelay
+		if st.Action == proxy.Slow {
+			maxDelay = MaxSlowAnswer
+		}
+		if st.Start < 0 || st.Start > DefaultBounds.MaxStart || st.Length < 0 || st.End() > DefaultBounds.MaxLagEnd || st.Delay < 0 || st.Delay > maxDelay ||
 			st.Lag < 0 || st.Lag > DefaultBounds.MaxDelay || st.After < 0 || st.After >= maxAfter {
 			t.Fatalf("step out of bounds: %s", st)
 		}
@@ -62,7 +66,12 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 		if st.Action == proxy.Drop && s.Space != LagAndLoss && s.Space != AnchoredLoss {
 			t.Fatalf("%v schedule drops: %s", s.Space, st)
 		}
-		if st.IsFault() {
+		if st.IsAnswer() {
+			answers++
+			if s.Space != Composed {
+				t.Fatalf("%v schedule has a fault on an answer: %s", s.Space, st)
+			}
+		} else if st.IsFault() {
 			faults++
 			if !s.Space.faults() {
 				t.Fatalf("%v schedule has a fault: %s", s.Space, st)
@@ -75,10 +84,10 @@ func checkBounds(t *testing.T, s Scenario, sch Schedule) {
 			t.Fatalf("%v schedule has more than ordinary latency: %s", s.Space, st)
 		}
 	}
-	if faults > 1 {
-		t.Fatalf("%d faults in %s: at most one", faults, sch)
+	if faults > 1 || answers > 1 {
+		t.Fatalf("%d faults and %d answer faults in %s: at most one of each", faults, answers, sch)
 	}
-	if sch.LagEnd() > DefaultBounds.MaxLagEnd+DefaultBounds.MaxDelay {
+	if sch.LagEnd() > max(DefaultBounds.MaxLagEnd+DefaultBounds.MaxDelay, DefaultBounds.faultEnd()+MaxSlowAnswer) {
 		t.Fatalf("lag ends at %v", sch.LagEnd())
 	}
 }
@@ -127,7 +136,7 @@ func TestEncodeHandWritten(t *testing.T) {
 
 func TestDecodeRandomBounds(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency} {
+	for _, space := range []Space{LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency, Composed} {
 		s := testScenario
 		s.Space = space
 		for range 10000 {
@@ -228,6 +237,67 @@ func TestDecodeLatencyLayout(t *testing.T) {
 	s.Space = Realistic
 	if old := s.Decode(in); old.Steps[0].Action != proxy.Hold || old.Steps[1].Action != proxy.Hold || old.Steps[0].Resource != "configmaps" {
 		t.Errorf("Realistic decodes %s", old)
+	}
+}
+
+// TestDecodeComposedLayout: in Composed, a restart record whose after
+// byte's high nibble is 1 to 6 is a fault on an answer, besides one break,
+// relist or restart; the bytes of RealisticLatency inputs with that nibble
+// 0 mean the same as there.
+func TestDecodeComposedLayout(t *testing.T) {
+	s := testScenario
+	s.Space = Composed
+	in := []byte{
+		0, 0, // knobs
+		0x20, 0x20, 0, 255, 3, 2, // a relist, as in Realistic
+		0x21, 0x10, 0, 255, 4, 0x11, // lose the answer to replica-1's 2nd update of rollouts: a second fault
+		0x31, 0x20, 0, 255, 5 | 31<<3, 0x31, // slow: a second answer fault decodes to a hold
+		0x10, 0x10, 0, 255, 4, 1, // a second restart decodes to a hold
+		0x00, 0x00, 0, 255, 7 | 4<<3, 0, // latency, as in RealisticLatency
+	}
+	got := s.Decode(in)
+	want := []string{
+		"t+0.00s–2.00s break the watch (410 on re-watch: relist) at MODIFIED rollouts/b after the first 2 for replica-0",
+		"t+0.00s–2.00s lose the answer to replica-1's 2nd update rollouts",
+		"t+0.00s–2.00s hold ADDED+MODIFIED rollouts/b after the first 1 for replica-1",
+		"t+0.00s–2.00s hold ADDED rollouts/a after the first 1 for replica-0",
+		"t+0.00s–2.00s latency 0.016s on every watch of every client",
+	}
+	if len(got.Steps) != len(want) {
+		t.Fatalf("got %s", got)
+	}
+	for i, w := range want {
+		if g := got.Steps[i].String(); g != w {
+			t.Errorf("step %d: got %q, want %q", i, g, w)
+		}
+	}
+	if r := got.Steps[1].Rules("ns"); len(r) != 1 || r[0].Action != proxy.Lose || r[0].After != 1 || r[0].Client != "replica-1" || len(r[0].Verbs) != 1 || r[0].Verbs[0] != "update" {
+		t.Errorf("lose rules: %+v", r)
+	}
+	for nibble, w := range map[byte]string{
+		0: "restart replica-0 right after its 1st write",
+		1: "lose the answer to replica-0's 1st write",
+		2: "reset the answer to replica-0's 1st write",
+		3: "slow the answer to replica-0's 1st write by 1.60s",
+		4: "reject replica-0's 1st write with 429",
+		5: "reject replica-0's 1st write with 500",
+		6: "reject replica-0's 1st write with 503",
+		7: "restart replica-0 right after its 1st write",
+	} {
+		st := s.Decode([]byte{0, 0, 0, 0, 0, 255, 4 | 31<<3, nibble << 4}).Steps[0]
+		if g := st.String(); !strings.HasSuffix(g, w) && !strings.Contains(g, w+",") {
+			t.Errorf("nibble %d: got %q, want %q", nibble, g, w)
+		}
+		if !strings.HasPrefix(st.Cause(), "real: ") {
+			t.Errorf("nibble %d: Cause() = %q", nibble, st.Cause())
+		}
+	}
+	// RealisticLatency reads the same bytes with the answer fault as the
+	// restart it was there; a relist and latency alike.
+	s.Space = RealisticLatency
+	old := s.Decode(in)
+	if old.Steps[0].String() != want[0] || old.Steps[1].Action != proxy.Hold || old.Steps[4].String() != want[4] {
+		t.Errorf("RealisticLatency decodes %s", old)
 	}
 }
 

@@ -38,8 +38,8 @@ func (s Scenario) Validate() error {
 	} else if ns := strings.ToLower(s.Name) + "-4194304-1000000"; len(validation.IsDNS1123Label(ns)) > 0 {
 		bad("Name %q: want lowercase letters, digits and '-', at most 47 characters: it begins every execution's namespace (%q: %s)", s.Name, ns, strings.Join(validation.IsDNS1123Label(ns), "; "))
 	}
-	if s.Space < LagOnly || s.Space > OrdinaryLatency {
-		bad("Space %v: want LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency or OrdinaryLatency", s.Space)
+	if s.Space < LagOnly || s.Space > Composed {
+		bad("Space %v: want LagOnly, LagAndLoss, Realistic, AnchoredLoss, RealisticLatency, OrdinaryLatency or Composed", s.Space)
 	}
 	checkNames := func(field string, names []string, limit int) {
 		if len(names) > limit {

@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"two actions", "  - at: ${edit}\n", "  - delete: {apiVersion: v1, kind: ConfigMap, name: x}\n    at: ${edit}\n", []string{"workload[1]", "want exactly one of apply, patch, delete and wait, got 2"}},
 		{"bad subresource", `name: x, patch:`, `name: x, subresource: scale, patch:`, []string{"bad.yaml:20:", "workload[1].patch.subresource", `want status or nothing, got "scale"`}},
 		{"no command", "    command: [python3, ctl.py]\n", "", []string{"bad.yaml:3:", "controllers[0]", "want command (a command line) or go"}},
-		{"bad space", "oracles:", "faults: {space: chaos}\noracles:", []string{"bad.yaml:21:", "faults.space", "want realistic-latency, realistic, latency, lag or loss"}},
+		{"bad space", "oracles:", "faults: {space: chaos}\noracles:", []string{"bad.yaml:21:", "faults.space", "want realistic-latency, composed, realistic, latency, lag or loss"}},
 		{"knob named namespace", "  - name: edit", "  - name: namespace", []string{"bad.yaml:11:", `"namespace" is taken: ${namespace} is the execution's namespace`}},
 		{"not YAML", "name: demo", "name: [demo", []string{"bad.yaml:", "not valid YAML"}},
 		{"wrong kind of value", "    watches: [configmaps]", "    watches: configmaps", []string{"bad.yaml:7:", "cannot unmarshal !!str `configmaps` into []string"}},

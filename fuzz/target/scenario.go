@@ -62,7 +62,6 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		LostUpdatesAnyField: slices.Contains(t.Oracles.LostUpdates, AnyField),
 		KnownBug:            t.Oracles.KnownBug,
 		Known:               known(t.Oracles.Known),
-		Crash:               t.Oracles.Crash == nil || *t.Oracles.Crash,
 		Storm:               t.Oracles.Storm == nil || *t.Oracles.Storm,
 		StaleSelfView:       t.Oracles.StaleSelfView != nil && *t.Oracles.StaleSelfView,
 	}
@@ -155,6 +154,8 @@ func (t *Target) codec() fuzz.Scenario {
 		s.Space, s.Bounds = fuzz.Realistic, realisticBounds
 	case "latency":
 		s.Space, s.Bounds = fuzz.OrdinaryLatency, realisticBounds
+	case "composed":
+		s.Space, s.Bounds = fuzz.Composed, realisticBounds
 	default:
 		s.Space, s.Bounds = fuzz.RealisticLatency, realisticBounds
 	}

@@ -222,8 +222,12 @@ type Faults struct {
 	// restarts between writes, without ordinary latency: its inputs keep
 	// the meaning they had before realistic-latency existed), "latency"
 	// (ordinary latency only: what a healthy, busy cluster does, no
-	// fault), "lag" (delay and hold) or "loss" (lag and dropped events,
-	// which no real apiserver does). Zero: realistic-latency.
+	// fault), "composed" (realistic-latency, with faults on a write's
+	// answer besides: lost after it was applied, held, refused with 429,
+	// 500 or 503; and one of those with one break, relist or restart in
+	// the same schedule), "lag" (delay and hold) or "loss" (lag and
+	// dropped events, which no real apiserver does). Zero:
+	// realistic-latency.
 	Space string `yaml:"space"`
 	// Resources are the plural resources faults act on. Zero: every
 	// controller's Watches.
@@ -254,10 +258,10 @@ type Oracles struct {
 	// run's objects must match two no-fault reference runs where those
 	// agree.
 	EndState []EndState `yaml:"endState"`
-	// Crash is the crash oracle (fuzz.Scenario's Crash): a controller
-	// that exits on its own outside a restart the schedule asked for, or
-	// logs a Go panic, is a finding. Zero (nil): on; false: an exit is a
-	// harness error.
+	// Crash: the crash oracle is always on: a controller that exits on
+	// its own outside a restart the schedule asked for, or logs a Go
+	// panic, is a finding, with its stack. true is accepted and changes
+	// nothing; false is refused (a crash is never a harness error).
 	Crash *bool `yaml:"crash"`
 	// Storm is the storm oracle (fuzz.Scenario's Storm): a run that never
 	// settles because, once the faults are over, its controllers' writes

@@ -183,10 +183,13 @@ func (t *Target) validate(p *positions) error {
 		t.validateStep(s, func(err error, path ...any) { bad(err, append([]any{"workload", i}, path...)...) },
 			func(v string, d bool, path ...any) { refs(v, d, append([]any{"workload", i}, path...)...) })
 	}
+	if t.Oracles.Crash != nil && !*t.Oracles.Crash {
+		bad(errors.New("the crash oracle cannot be turned off: a controller that exits on its own or panics is always a finding (remove this line)"), "oracles", "crash")
+	}
 	switch t.Faults.Space {
-	case "", "lag", "realistic", "realistic-latency", "latency", "loss":
+	case "", "lag", "realistic", "realistic-latency", "latency", "composed", "loss":
 	default:
-		bad(fmt.Errorf("want realistic-latency, realistic, latency, lag or loss, got %q", t.Faults.Space), "faults", "space")
+		bad(fmt.Errorf("want realistic-latency, composed, realistic, latency, lag or loss, got %q", t.Faults.Space), "faults", "space")
 	}
 	for res, where := range t.Faults.Scopes {
 		if where != "cluster" && !labelRE.MatchString(where) {

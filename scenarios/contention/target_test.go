@@ -14,6 +14,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
 	"github.com/stalefuzz/stalefuzz/scenarios/contention"
 )
 
@@ -208,4 +209,46 @@ func TestStaleSelfViewOracle(t *testing.T) {
 	if res.SelfViews.Lasting == 0 || len(stale(res)) > 0 {
 		t.Errorf("oracle off: counted %+v, violations %v; want the write counted, not judged", res.SelfViews, stale(res))
 	}
+}
+
+// TestComposedFaults runs, against the real apiserver, a Composed schedule
+// with two faults at once: the controller's watch relists at its first
+// MODIFIED event while the answer to its first write is lost after the
+// apiserver applied it. Both fire in the one execution, the trace records
+// each (the lost answer with the apiserver's 2xx), and the execution is
+// judged, not a harness error.
+func TestComposedFaults(t *testing.T) {
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Faults.Space = "composed"
+	env := target.StartEnv(t, tg)
+	_, sched, err := tg.EncodeText("write=optimistic; t+0.00s–2.10s break the watch (410 on re-watch: relist) at MODIFIED rollouts for rollouts; t+0.00s–2.10s lose the answer to rollouts's 1st patch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sched.Steps); n != 2 || !sched.Steps[1].IsAnswer() {
+		t.Fatalf("decoded %s: want a relist and a lost answer", sched)
+	}
+	res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+	if err != nil {
+		t.Fatalf("schedule %s: %v", sched, err)
+	}
+	var lost, expired bool
+	for _, r := range res.Trace.Requests {
+		switch r.FaultKind {
+		case trace.FaultLose:
+			lost = true
+			if r.Code/100 != 2 || !r.Unanswered() {
+				t.Errorf("lost answer recorded as %d, unanswered %v: want the apiserver's success, never seen by the client", r.Code, r.Unanswered())
+			}
+		case trace.FaultExpire:
+			expired = true
+		}
+	}
+	if !lost || !expired {
+		t.Fatalf("schedule %s: lost answer %v, relist %v: want both in one execution\n%s", sched, lost, expired, res.Report())
+	}
+	t.Logf("schedule %s: %d violations", sched, len(res.Violations))
 }
