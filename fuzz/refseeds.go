@@ -37,10 +37,12 @@ const (
 // referenceSeeds runs the scenario once without lag for each of the first
 // knob settings and derives, from each run's trace, one schedule per client,
 // watched resource and position in the clean run (right after its Nth
-// MODIFIED event, or its Nth write) for each action of the space: in
-// AnchoredLoss drop, then hold; in Realistic relist, restart right after,
-// restart before the answer, each of those three onto an apiserver
-// Bounds.MaxDelay behind (Sieve's time travel), break, then hold. Each holds
+// MODIFIED, ADDED or DELETED event, or its Nth write) for each action of the
+// space (families): in AnchoredLoss drop, then hold; in Realistic relist,
+// restart right after, restart before the answer, a relist across a
+// DELETED event, ADDED events held, each of the first three onto an
+// apiserver Bounds.MaxDelay behind (Sieve's time travel), break, hold, then
+// DELETED events held; in Composed the answer faults besides. Each holds
 // its window for Bounds.MaxLength (the scenario's retry span), cut as
 // decoding cuts it. The actions take turns: every action at its first
 // position, stronger actions first, then every action at its next, so that
@@ -115,21 +117,38 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 // family is one kind of anchored schedule the reference runs give.
 type family struct {
 	act    proxy.Action
-	writes bool          // anchored to the client's writes, else to its MODIFIED events
-	lag    time.Duration // onto an apiserver this far behind
+	writes bool          // anchored to the client's writes, else to its events of typ
+	lag    time.Duration // onto an apiserver this far behind; a Slow answer's hold
+	typ    string        // the event type anchored to: "" is MODIFIED
+	code   int           // a Reject's status
 }
 
 // families are the kinds of anchored schedules of the scenario's space,
-// stronger ones first; none outside AnchoredLoss and Realistic.
+// stronger ones first; none outside AnchoredLoss and Realistic's spaces.
+// Besides MODIFIED events and writes, faults are anchored to ADDED and
+// DELETED events: a relist across a DELETED event (the informer's
+// tombstone, DeletedFinalStateUnknown), the ADDED and DELETED events of a
+// controller's own creations and deletions arriving late (the window
+// controller expectations exist for). In Composed, faults on the answers
+// to writes too: lost after it was applied, slow, refused with etcd's 500.
 func (e *Env) families() []family {
 	b := e.s.Bounds.orDefault()
 	switch e.s.Space {
 	case AnchoredLoss:
-		return []family{{proxy.Drop, false, 0}, {proxy.Hold, false, 0}}
-	case Realistic, RealisticLatency:
-		return []family{{proxy.Expire, false, 0}, {proxy.Freeze, true, 0}, {proxy.Cut, true, 0},
-			{proxy.Freeze, true, b.MaxDelay}, {proxy.Cut, true, b.MaxDelay}, {proxy.Expire, false, b.MaxDelay},
-			{proxy.Break, false, 0}, {proxy.Hold, false, 0}}
+		return []family{{act: proxy.Drop}, {act: proxy.Hold}}
+	case Realistic, RealisticLatency, Composed:
+		fams := []family{{act: proxy.Expire}, {act: proxy.Freeze, writes: true}, {act: proxy.Cut, writes: true}}
+		if e.s.Space == Composed {
+			fams = append(fams, family{act: proxy.Lose, writes: true}, family{act: proxy.Slow, writes: true, lag: MaxSlowAnswer})
+		}
+		fams = append(fams, family{act: proxy.Expire, typ: "DELETED"}, family{act: proxy.Hold, typ: "ADDED"},
+			family{act: proxy.Freeze, writes: true, lag: b.MaxDelay}, family{act: proxy.Cut, writes: true, lag: b.MaxDelay},
+			family{act: proxy.Expire, lag: b.MaxDelay}, family{act: proxy.Break}, family{act: proxy.Hold},
+			family{act: proxy.Hold, typ: "DELETED"})
+		if e.s.Space == Composed {
+			fams = append(fams, family{act: proxy.Reject, writes: true, code: 500}, family{act: proxy.Reset, writes: true})
+		}
+		return fams
 	}
 	return nil
 }
@@ -146,14 +165,18 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 	for i, fam := range fams {
 		for _, c := range e.s.Clients {
 			for _, res := range e.s.Resources {
-				n := countEvents(tr, c, res, mark)
+				typ := or(fam.typ, "MODIFIED")
+				n := countEvents(tr, c, res, typ, mark)
 				if fam.writes {
 					n = countWrites(tr, c, mark)
 				}
 				for pos := range min(n, positions) {
-					st := Step{Client: c, Action: fam.act, After: pos, Length: min(b.MaxLength, b.MaxLagEnd), Lag: fam.lag}
+					st := Step{Client: c, Action: fam.act, After: pos, Length: min(b.MaxLength, b.MaxLagEnd), Lag: fam.lag, Code: fam.code}
+					if fam.act.IsAnswer() {
+						st.Lag, st.Delay = 0, fam.lag
+					}
 					if !fam.writes {
-						st.Resource, st.Types = res, []string{"MODIFIED"}
+						st.Resource, st.Types = res, []string{typ}
 					}
 					if st.IsFault() {
 						st.Length = min(st.Length, b.faultEnd())
@@ -169,12 +192,12 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 	return out
 }
 
-// countEvents is how many MODIFIED events of resource the client was sent
+// countEvents is how many events of typ of resource the client was sent
 // after the mark.
-func countEvents(tr trace.Trace, client, resource string, mark time.Time) int {
+func countEvents(tr trace.Trace, client, resource, typ string, mark time.Time) int {
 	n := 0
 	for _, ev := range tr.Events {
-		if ev.Client == client && ev.Resource == resource && ev.Type == "MODIFIED" && ev.Fate == trace.Released && !ev.Arrived.Before(mark) {
+		if ev.Client == client && ev.Resource == resource && ev.Type == typ && ev.Fate == trace.Released && !ev.Arrived.Before(mark) {
 			n++
 		}
 	}

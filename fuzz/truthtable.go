@@ -16,7 +16,8 @@ type TruthTableOptions struct {
 	// Runs per cell; 0: 2.
 	Runs int
 	// Positions is how many anchors per client, resource and kind of fault
-	// (right after its 1st, 2nd, ... MODIFIED event or write); 0: 1.
+	// (right after its 1st, 2nd, ... MODIFIED, ADDED or DELETED event, or
+	// write); 0: 1.
 	Positions int
 	// Settings is how many knob settings, those with the fewest knobs away
 	// from their first value first; 0: all.
@@ -133,10 +134,12 @@ func (c *Cell) String() string {
 
 // MeasureTruthTable runs, for each knob setting, a no-fault run, derives
 // from its trace the anchored one-fault schedules of the scenario's space
-// (those the reference seeds come from: in Realistic a relist after 410 at
-// the client's Nth MODIFIED event of a resource, a restart right after or
-// before the answer to its Nth write, each also onto an apiserver
-// Bounds.MaxDelay behind, a broken watch, a held event), and runs the
+// (those the reference seeds come from, families: in Realistic a relist
+// after 410 at the client's Nth MODIFIED or DELETED event of a resource, a
+// restart right after or before the answer to its Nth write, each also
+// onto an apiserver Bounds.MaxDelay behind, a broken watch, a held
+// MODIFIED, ADDED or DELETED event; in Composed the answer to its Nth write
+// lost, slow, refused with 500 or reset), and runs the
 // no-fault schedule and each of those o.Runs times. A harness error is run
 // again up to twice and then counted apart. progress, when set, is called
 // after each cell.
