@@ -141,7 +141,7 @@
 // writer's own last acknowledged write to the object, audit.SelfStale, that
 // replaced a value of that write which no later write restored; every
 // execution counts such writes, Result.SelfViews, and a report names them as
-// a likely cause), crash (Scenario.Crash: a controller that exits on its
+// a likely cause), crash (always on: a controller process that exits on its
 // own or logs a Go panic), storm (Scenario.Storm: a run that never settled
 // because its writes got nowhere while the quiet period would have
 // elapsed without them, or set a field back and forth, once the faults were over, while its reference runs

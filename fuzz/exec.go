@@ -73,8 +73,8 @@ type Exec struct {
 	// directWrites are the workload's writes through Direct, for settling
 	// (inFlight).
 	directWrites []directWrite
-	// crashes are the controller processes that exited on their own
-	// (Scenario.Crash).
+	// crashes are the controller processes that exited on their own (the
+	// crash oracle).
 	crashes []crash
 }
 
@@ -530,14 +530,12 @@ func (x *Exec) startProcess(name string, cmd *exec.Cmd) (*process, error) {
 				lw.flush() // a last line without its newline
 			}
 		}
-		switch {
-		case x.ctx.Err() != nil || p.restarted.Load():
-		case x.env.s.Crash:
+		if x.ctx.Err() == nil && !p.restarted.Load() {
+			// Not killed by the harness: a crash (the crash oracle), or,
+			// before its watches synced, a harness error (WaitForWatch).
 			x.mu.Lock()
 			x.crashes = append(x.crashes, crash{client: name, at: time.Now(), err: err})
 			x.mu.Unlock()
-		default:
-			x.fail(fmt.Errorf("%s exited during the execution: %v", name, err))
 		}
 	}()
 	return p, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,9 +37,7 @@ func (e *Env) check(ctx context.Context, x *Exec, res *Result) error {
 			res.Violations = append(res.Violations, Violation{Oracle: "lost-update", Subject: l.obj.String(), Message: l.msg, At: l.at})
 		}
 	}
-	if e.s.Crash {
-		crashes(x, res)
-	}
+	crashes(x, res)
 	for _, c := range e.s.Checks {
 		err := c.Fn(ctx, x, res.Trace)
 		if h, ok := errors.AsType[*HarnessError](err); ok {
@@ -454,34 +453,85 @@ func (e *Env) snapshot(ctx context.Context, ns string, d *Differential) (map[str
 	return out, nil
 }
 
-// crashes records the crash oracle's violations: each controller that
-// exited on its own, and each Go panic a controller logged.
+// crashes adds a violation per controller process that exited on its own
+// (outside a restart the schedule asked for) and per Go panic a controller
+// logged, printed ("panic: ") or recovered (controller-runtime's "Observed
+// a panic"): each names the controller and gives its stack (the lines after
+// the panic: Go's goroutine dump, a Python traceback), or its last lines
+// when it printed none.
 func crashes(x *Exec, res *Result) {
 	x.mu.Lock()
 	cs := slices.Clone(x.crashes)
 	x.mu.Unlock()
 	logs := x.logs.logs() // res.Logs is taken once the controllers stopped
-	last := func(client string) string {
-		var ls []string
-		for _, l := range logs.Lines {
-			if l.Client == client {
-				ls = append(ls, l.Text)
-			}
-		}
-		ls = ls[max(0, len(ls)-3):]
-		if len(ls) == 0 {
-			return "(it logged nothing)"
-		}
-		return "its last lines: " + strings.Join(ls, " | ")
+	byClient := map[string][]string{}
+	for _, l := range logs.Lines {
+		byClient[l.Client] = append(byClient[l.Client], l.Text)
 	}
 	for _, c := range cs {
+		ls := byClient[c.client]
+		what := "(it logged nothing)"
+		if i := lastPanic(ls); i >= 0 {
+			what = "its panic: " + strings.Join(stackAt(ls, i), " | ")
+		} else if len(ls) > 0 {
+			what = "its last lines: " + strings.Join(ls[max(0, len(ls)-3):], " | ")
+		}
 		res.Violations = append(res.Violations, Violation{Oracle: "crash", Subject: "controller " + c.client, At: c.at,
-			Message: fmt.Sprintf("controller %s exited on its own at t+%.2fs, outside any restart the schedule asked for (%v); %s", c.client, c.at.Sub(res.Mark).Seconds(), c.err, last(c.client))})
+			Message: fmt.Sprintf("controller %s exited on its own at t+%.2fs, outside any restart the schedule asked for (%v); %s", c.client, c.at.Sub(res.Mark).Seconds(), c.err, what)})
 	}
+	seen := map[string]int{} // client → lines of it read so far
 	for _, l := range logs.Lines {
-		if strings.HasPrefix(l.Text, "panic: ") || strings.Contains(l.Text, "Observed a panic") {
+		n := seen[l.Client]
+		seen[l.Client]++
+		if isPanic(l.Text) {
 			res.Violations = append(res.Violations, Violation{Oracle: "crash", Subject: "controller " + l.Client, At: l.At,
-				Message: fmt.Sprintf("controller %s panicked at t+%.2fs: %s", l.Client, l.At.Sub(res.Mark).Seconds(), l.Text)})
+				Message: fmt.Sprintf("controller %s panicked at t+%.2fs: %s", l.Client, l.At.Sub(res.Mark).Seconds(), strings.Join(stackAt(byClient[l.Client], n), " | "))})
 		}
 	}
 }
+
+// maxStack bounds the lines of a stack a crash's message gives.
+const maxStack = 24
+
+// isPanic reports whether a log line starts a Go panic, printed or
+// recovered by controller-runtime.
+func isPanic(line string) bool {
+	return strings.HasPrefix(line, "panic: ") || strings.Contains(line, "Observed a panic")
+}
+
+// lastPanic is the index of the last line of ls that starts a crash's
+// story (a Go panic, a Go runtime's fatal error, a Python traceback), or -1.
+func lastPanic(ls []string) int {
+	for i := len(ls) - 1; i >= 0; i-- {
+		if isPanic(ls[i]) || strings.HasPrefix(ls[i], "fatal error: ") || strings.HasPrefix(ls[i], "Traceback (most recent call last)") {
+			return i
+		}
+	}
+	return -1
+}
+
+// stackAt is line i of ls and the stack that follows it, up to maxStack
+// lines, blank lines left out: it ends at the next line a logger wrote
+// (JSON, klog's "I1127 ", a timestamp), as after a panic controller-runtime
+// recovered.
+func stackAt(ls []string, i int) []string {
+	out := []string{ls[i]}
+	for _, l := range ls[i+1:] {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if loggerLine.MatchString(l) {
+			break
+		}
+		if len(out) == maxStack {
+			out = append(out, "...")
+			break
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// loggerLine matches a line a logger wrote: JSON, klog's header, or one
+// that starts with a date.
+var loggerLine = regexp.MustCompile(`^(\{|[IWEF]\d{4} \d\d:|\d{4}-\d\d-\d\d)`)

@@ -157,14 +157,18 @@ type Scenario struct {
 	// where those agree (EndState). Zero: none.
 	EndStates []EndState
 
-	// Crash is the crash oracle: a controller process (Exec.Command) that
-	// exits on its own during the execution, outside a restart the schedule
-	// asked for, or a controller that logs a Go panic ("panic: " at the
-	// start of a line, or controller-runtime's "Observed a panic" of a
-	// panic it recovered), is a violation naming the client, its exit
-	// status and its last lines. One that exits before its watches synced
-	// is a harness error (a controller that cannot start is no finding).
-	// Zero: an exit is a harness error and a panic is not looked for.
+	// Crash is ignored: the crash oracle is always on. A controller
+	// process (Exec.Command) that exits on its own during the execution,
+	// outside a restart the schedule asked for, or a controller that logs
+	// a Go panic ("panic: " at the start of a line, or controller-runtime's
+	// "Observed a panic" of a panic it recovered), is a violation naming
+	// the client, its exit status and its stack (or its last lines). Only
+	// one that exits before its watches synced is a harness error (a
+	// controller that cannot start is no finding), as is a process the
+	// harness killed itself.
+	//
+	// Deprecated: a crash is always a finding; before, the zero value
+	// made an exit a harness error and left panics unread.
 	Crash bool
 
 	// Storm is the storm oracle: a run that never settled because, once the

@@ -95,52 +95,44 @@ func TestTargetFile(t *testing.T) {
 }
 
 // TestCrash: a controller that exits on its own with a panic line is the
-// crash oracle's finding (on by default in a target file), naming the
-// controller and its last line; with the oracle off, the same run is a
-// harness error, never a finding.
+// crash oracle's finding, always on, naming the controller and giving its
+// panic; a target file cannot turn the oracle off.
 func TestCrash(t *testing.T) {
+	data, err := os.ReadFile("testdata/crash.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := target.Parse("crash.yaml", "testdata", append(data, []byte("oracles:\n  crash: false\n")...)); err == nil || !strings.Contains(err.Error(), "crash oracle cannot be turned off") {
+		t.Errorf("crash: false: got %v, want it refused", err)
+	}
 	tg, err := target.Load("testdata/crash.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, on := range []bool{true, false} {
-		tg.Oracles.Crash = &on
-		s, err := tg.Scenario()
-		if err != nil {
-			t.Fatal(err)
+	s, err := tg.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := fuzz.NewEnv(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.Run(context.Background(), fuzz.Schedule{})
+	if err := env.Stop(); err != nil {
+		t.Error(err)
+	}
+	if err != nil {
+		t.Fatalf("a crash is a finding, not a harness error: %v", err)
+	}
+	var msgs []string
+	for _, v := range res.Violations {
+		if v.Oracle == "crash" && v.Subject == "controller mirror" {
+			msgs = append(msgs, v.Message)
 		}
-		env, err := fuzz.NewEnv(s)
-		if !on {
-			// Its warm-up run, without faults, already meets the exit.
-			if err == nil {
-				err = env.Stop()
-				t.Fatalf("crash oracle off: NewEnv accepted a controller that exits in every run")
-			}
-			if !strings.Contains(err.Error(), "stalefuzz harness error") || !strings.Contains(err.Error(), "mirror exited during the execution") {
-				t.Errorf("crash oracle off: got %v, want a harness error naming the exit", err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := env.Run(context.Background(), fuzz.Schedule{})
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-		if err != nil {
-			t.Fatalf("crash oracle on: %v", err)
-		}
-		var msgs []string
-		for _, v := range res.Violations {
-			if v.Oracle == "crash" && v.Subject == "controller mirror" {
-				msgs = append(msgs, v.Message)
-			}
-		}
-		joined := strings.Join(msgs, "\n")
-		if !strings.Contains(joined, "exited on its own") || !strings.Contains(joined, "panic: desired value '2'") {
-			t.Errorf("crash oracle on: want the exit and the panic line of controller mirror, got violations %v", res.Violations)
-		}
+	}
+	joined := strings.Join(msgs, "\n")
+	if !strings.Contains(joined, "exited on its own") || !strings.Contains(joined, "its panic: panic: desired value '2'") {
+		t.Errorf("want the exit and the panic of controller mirror, got violations %v", res.Violations)
 	}
 }
 
