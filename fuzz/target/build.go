@@ -6,14 +6,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/mod/modfile"
 )
@@ -220,16 +224,59 @@ func buildInto(bin string, make func(built, tmp string) error) error {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(bin), ".build-")
+	removeOrphanBuilds(filepath.Dir(bin))
+	tmp, err := os.MkdirTemp(filepath.Dir(bin), fmt.Sprintf(".build-%d-", os.Getpid()))
 	if err != nil {
 		return err
 	}
+	defer removeOnSignal(tmp)()
 	defer os.RemoveAll(tmp)
 	built := filepath.Join(tmp, filepath.Base(bin))
 	if err := make(built, tmp); err != nil {
 		return err
 	}
 	return os.Rename(built, bin)
+}
+
+// removeOnSignal removes dir if the process is told to stop (SIGTERM,
+// SIGINT, as make and CI stop a test run) while a build is under way, then
+// dies of the signal as it would have; the returned func ends that. A build
+// copy of a module can be tens of megabytes: a stopped run leaves none.
+func removeOnSignal(dir string) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-sigs:
+			_ = os.RemoveAll(dir)
+			signal.Reset(sig)
+			_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+		case <-done:
+		}
+	}()
+	return func() { signal.Stop(sigs); close(done) }
+}
+
+// removeOrphanBuilds removes the build directories in dir of processes
+// that no longer run (".build-PID-*"): a build killed outright (SIGKILL)
+// can leave one.
+func removeOrphanBuilds(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), ".build-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil {
+			continue // an older layout's: its process is unknown
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // buildLocal builds the main package in dir into bin with go build, the
