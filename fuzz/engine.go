@@ -83,6 +83,13 @@ type Env struct {
 	// (the coordinator's, for referenceSeeds).
 	refRuns map[string]*Result
 	slack   time.Duration // budget multiplier: 10 while warming up, else 1
+	// startSlack multiplies the start and restart budgets: 1 in a go test
+	// -fuzz worker, whose every input must finish within Go's 10 s; else
+	// StartSlack (a replay, a regression run, a false-alarm or truth-table
+	// measurement), so that a slow interpreter or a loaded machine is no
+	// harness error. The schedule's timing counts from the mark, after the
+	// start, so it changes nothing a run does.
+	startSlack time.Duration
 
 	fixture any
 	cleanup func() error
@@ -186,6 +193,10 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
 	e.slack = 1
+	e.startSlack = 1
+	if !isFuzzing() {
+		e.startSlack = StartSlack
+	}
 	e.Ready.WarmUp = time.Since(began) - e.Ready.ControlPlane - e.Ready.Setup
 	return e, nil
 }
@@ -315,12 +326,33 @@ func (e *Env) lagNeed(sched Schedule) time.Duration {
 	return need
 }
 
+// StartSlack is how many times StartBudget and RestartBudget a start and a
+// restart may take outside a go test -fuzz worker, where no 10 s limit per
+// input applies.
+const StartSlack = 10
+
+// extraStart is what the start and the schedule's restarts may take beyond
+// their budgets (startSlack), added to the execution's budget.
+func (e *Env) extraStart(sched Schedule) time.Duration {
+	if e.startSlack <= 1 {
+		return 0
+	}
+	extra := StartBudget
+	for _, st := range sched.Steps {
+		if st.IsRestart() {
+			extra += RestartBudget
+		}
+	}
+	return extra * (e.startSlack - 1) * e.slack
+}
+
 func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Result, retErr error) {
 	start := time.Now()
 	budget := Budget * e.slack
 	if o.within > 0 {
 		budget = o.within
 	}
+	budget += e.extraStart(sched)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 
@@ -372,7 +404,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	// budget this schedule leaves unused: a loaded machine's slow start is
 	// then no harness error, and the execution still fits Budget.
 	need := e.lagNeed(sched)
-	sctx, scancel := context.WithTimeout(xctx, (StartBudget+max(0, lagBudget()-need))*e.slack)
+	sctx, scancel := context.WithTimeout(xctx, (StartBudget*max(1, e.startSlack)+max(0, lagBudget()-need))*e.slack)
 	err = e.s.Start(sctx, x)
 	scancel()
 	if err != nil {
@@ -596,7 +628,7 @@ func (e *Env) restartStep(ctx context.Context, x *Exec, step int, fired time.Tim
 		x.restarting--
 		x.mu.Unlock()
 	}()
-	rctx, cancel := context.WithTimeout(ctx, RestartBudget*e.slack)
+	rctx, cancel := context.WithTimeout(ctx, RestartBudget*max(1, e.startSlack)*e.slack)
 	defer cancel()
 	var addErr error
 	stopped, err := x.restart(rctx, st.Client, func() {
