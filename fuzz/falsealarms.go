@@ -270,7 +270,7 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 			}
 			res = nil
 		} else {
-			known := e.s.knownOnly(res.Violations)
+			known := e.s.knownOnly(res.Violations, sched)
 			verdict, why := "", ""
 			if len(res.Violations) > 0 && known == nil {
 				verdict, why = tri.judge(ctx, res)

@@ -192,7 +192,7 @@ func Fuzz(f *testing.F, s Scenario) {
 			if fuzzing {
 				// Only while fuzzing: a regression run or a replay judges a
 				// known finding as a finding.
-				if known = s.knownOnly(res.Violations); known != nil {
+				if known = s.knownOnly(res.Violations, sched); known != nil {
 					knownHits++
 				}
 			}

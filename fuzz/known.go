@@ -29,24 +29,61 @@ type Known struct {
 	// Why names the finding and where it is reported ("finding 1,
 	// README.md"); it labels the count in the summary.
 	Why string
+	// Subject is a substring of the violation's subject, the object or
+	// kind it is about ("StatefulSet prometheus-prom"). Zero: any.
+	Subject string
+	// Faults are the kinds of fault (Step.Kind) the schedule must have,
+	// every one of them, for its violation to be this finding: a
+	// look-alike with another cause (the same message after a restart
+	// where the finding needs a relist) is reported. "none" means a
+	// schedule with no fault (ordinary latency and lag only). Zero: any
+	// schedule.
+	Faults []string
 }
 
-// Matches reports whether v is this known finding.
+// FaultKinds are the names Known.Faults may use: Step.Kind's, and "none".
+var FaultKinds = []string{"latency", "delay", "hold", "drop", "break", "relist", "restart", "restart-before-answer", "lose", "reset", "slow", "reject", "none"}
+
+// Matches reports whether v is this known finding, its schedule aside
+// (Known.Faults is not read: see Match).
 func (k Known) Matches(v Violation) bool {
-	return v.Oracle == k.Oracle && k.Message != "" && strings.Contains(v.Message, k.Message)
+	return v.Oracle == k.Oracle && k.Message != "" && strings.Contains(v.Message, k.Message) &&
+		strings.Contains(v.Subject, k.Subject)
+}
+
+// Match reports whether v, raised by an execution of sched, is this known
+// finding: its oracle, message and subject (Matches), and the schedule's
+// fault kinds (Faults).
+func (k Known) Match(v Violation, sched Schedule) bool {
+	if !k.Matches(v) {
+		return false
+	}
+	kinds := map[string]bool{}
+	for _, st := range sched.Steps {
+		kinds[st.Kind()] = true
+	}
+	if !sched.HasFault() {
+		kinds["none"] = true
+	}
+	for _, f := range k.Faults {
+		if !kinds[f] {
+			return false
+		}
+	}
+	return true
 }
 
 // knownOnly returns, when vs is not empty and every violation in it is a
-// known finding of s, the first Known each matched (in s.Known's order,
-// once each); nil otherwise.
-func (s Scenario) knownOnly(vs []Violation) []Known {
+// known finding of s raised by sched, the first Known each matched (in
+// s.Known's order, once each); nil otherwise.
+func (s Scenario) knownOnly(vs []Violation, sched Schedule) []Known {
 	if len(vs) == 0 {
 		return nil
 	}
 	var out []Known
 	seen := map[int]bool{}
 	for _, v := range vs {
-		i := s.knownIndex(v)
+		i := s.knownIndex(v, sched)
 		if i < 0 {
 			return nil
 		}
@@ -58,9 +95,9 @@ func (s Scenario) knownOnly(vs []Violation) []Known {
 	return out
 }
 
-func (s Scenario) knownIndex(v Violation) int {
+func (s Scenario) knownIndex(v Violation, sched Schedule) int {
 	for i, k := range s.Known {
-		if k.Matches(v) {
+		if k.Match(v, sched) {
 			return i
 		}
 	}
@@ -84,8 +121,9 @@ type knownKept struct {
 // this worker has kept fewer than KnownKept of one of them and not this
 // input already: its input as a corpus entry, its trace and the
 // controllers' log, in the findings directory, named
-// known-<scenario>-<hash>. A known finding is matched by its message only,
-// and another cause can write the same message: the input lets a person
+// known-<scenario>-<hash>. A known finding is matched by its oracle,
+// message, subject and fault kinds, and another cause can still match
+// them: the input lets a person
 // replay it (stalefuzz replay judges it as a finding) and the trace lets
 // them read which path it took. It returns the input's path, "" when none
 // was written.

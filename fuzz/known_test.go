@@ -4,9 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy"
 )
 
 var twoKeys = Known{Oracle: "count", Message: "live Secrets at once", Why: "finding 1"}
@@ -31,12 +34,48 @@ func TestKnownOnly(t *testing.T) {
 		{"a known and a new one", []Violation{keys, {Oracle: "crash", Message: "exit 2"}}, nil},
 		{"a known message from another oracle", []Violation{{Oracle: "end-state", Message: keys.Message}}, nil},
 	} {
-		if got := s.knownOnly(c.vs); !reflect.DeepEqual(got, c.want) {
+		if got := s.knownOnly(c.vs, Schedule{}); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: knownOnly = %v, want %v", c.name, got, c.want)
 		}
 	}
 	if (Known{Oracle: "count"}).Matches(keys) {
 		t.Error("a Known without a message matches every violation of its oracle")
+	}
+}
+
+// A known finding is matched by its oracle, message, subject and the
+// schedule's fault kinds: the same message on another object, or from a
+// schedule without the fault the finding needs, is reported.
+func TestKnownBySubjectAndFaults(t *testing.T) {
+	lost := Known{Oracle: "end-state", Message: "missing", Subject: "StatefulSet prometheus-prom", Faults: []string{"relist"}, Why: "finding 1"}
+	v := Violation{Oracle: "end-state", Subject: "StatefulSet prometheus-prom", Message: "StatefulSet prometheus-prom: missing; both no-fault reference runs have it"}
+	relist := Schedule{Steps: []Step{{Client: "op", Resource: "statefulsets", Types: []string{"DELETED"}, Action: proxy.Expire, Length: time.Second}}}
+	restart := Schedule{Steps: []Step{{Client: "op", Action: proxy.Freeze, Length: time.Second}}}
+	latency := Schedule{Steps: []Step{{Action: proxy.Delay, Delay: 30 * time.Millisecond, Length: time.Second}}}
+	for _, c := range []struct {
+		name  string
+		k     Known
+		v     Violation
+		sched Schedule
+		want  bool
+	}{
+		{"the finding", lost, v, relist, true},
+		{"the relist beside latency", lost, v, Schedule{Steps: append(slices.Clone(latency.Steps), relist.Steps...)}, true},
+		{"after a restart instead", lost, v, restart, false},
+		{"with no fault", lost, v, latency, false},
+		{"another object", lost, Violation{Oracle: v.Oracle, Subject: "StatefulSet alertmanager-am", Message: "StatefulSet alertmanager-am: missing"}, relist, false},
+		{"any schedule when Faults is empty", Known{Oracle: "end-state", Message: "missing"}, v, restart, true},
+		{"none: only with no fault", Known{Oracle: "end-state", Message: "missing", Faults: []string{"none"}}, v, latency, true},
+		{"none, and a fault", Known{Oracle: "end-state", Message: "missing", Faults: []string{"none"}}, v, relist, false},
+	} {
+		if got := c.k.Match(c.v, c.sched); got != c.want {
+			t.Errorf("%s: Match = %v, want %v", c.name, got, c.want)
+		}
+	}
+	for _, st := range []Step{relist.Steps[0], restart.Steps[0], latency.Steps[0], {Action: proxy.Cut}, {Action: proxy.Lose}, {Action: proxy.Reject}, {Action: proxy.Hold, Resource: "x"}} {
+		if !slices.Contains(FaultKinds, st.Kind()) {
+			t.Errorf("step %s: Kind %q is not one of FaultKinds", st, st.Kind())
+		}
 	}
 }
 

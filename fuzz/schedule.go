@@ -284,6 +284,23 @@ func (s Step) countsWrites() bool { return s.IsRestart() || s.IsAnswer() }
 // events still decides them.
 func (s Step) IsLatency() bool { return s.Action == proxy.Delay && s.Resource == "" }
 
+// Kind names what the step does, as Known.Faults does: latency, delay,
+// hold, drop, break, relist, restart, restart-before-answer, lose, reset,
+// slow or reject.
+func (s Step) Kind() string {
+	switch {
+	case s.IsLatency():
+		return "latency"
+	case s.Action == proxy.Expire:
+		return "relist"
+	case s.Action == proxy.Freeze:
+		return "restart"
+	case s.Action == proxy.Cut:
+		return "restart-before-answer"
+	}
+	return s.Action.String()
+}
+
 // IsRestart reports whether the step restarts its client.
 func (s Step) IsRestart() bool { return s.Action == proxy.Freeze || s.Action == proxy.Cut }
 

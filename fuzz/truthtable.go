@@ -174,7 +174,7 @@ func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progre
 				c.HarnessErrors++
 				continue
 			}
-			known := e.s.knownOnly(res.Violations)
+			known := e.s.knownOnly(res.Violations, sched)
 			c.add(res, known)
 			if len(res.Violations) > 0 && known == nil && c.Input == nil {
 				c.Input, _ = e.Input(sched)

@@ -3,6 +3,7 @@ package target_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -62,11 +63,11 @@ func TestParseGood(t *testing.T) {
 	if tg.Dir != "/dir" || tg.Workload[1].Patch.Name != "x" || tg.Workload[1].At != "${edit}" {
 		t.Errorf("parsed wrongly: %+v", tg)
 	}
-	k, err := target.Parse("good.yaml", "/dir", []byte(good+"  known: [{oracle: lost-update, message: data.a, why: issue 7}]\n"))
+	k, err := target.Parse("good.yaml", "/dir", []byte(good+"  known: [{oracle: lost-update, message: data.a, why: issue 7, subject: ConfigMap x, faults: [relist]}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []target.Known{{Oracle: "lost-update", Message: "data.a", Why: "issue 7"}}; len(k.Oracles.Known) != 1 || k.Oracles.Known[0] != want[0] {
+	if want := []target.Known{{Oracle: "lost-update", Message: "data.a", Why: "issue 7", Subject: "ConfigMap x", Faults: []string{"relist"}}}; !reflect.DeepEqual(k.Oracles.Known, want) {
 		t.Errorf("oracles.known: got %+v, want %+v", k.Oracles.Known, want)
 	}
 }
@@ -92,6 +93,7 @@ func TestParseErrors(t *testing.T) {
 		{"a process's own directory in a step", `'{"data":{"a":"b"}}'`, `'{"data":{"a":"${dir}"}}'`, []string{"bad.yaml:20:", "workload[1].patch", "${dir} is a controller process's own: only a controller's args and env may refer to it"}},
 		{"bad port name", `"--watch-namespace=${namespace}"`, `"--addr=:${port.Metrics}"`, []string{"bad.yaml:6:", "${port.Metrics}: want ${port.NAME}"}},
 		{"known finding of no oracle", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known: [{oracle: lost-updates, message: x, why: y}]", []string{"bad.yaml:23:", "oracles.known[0]", `oracle "lost-updates": want one of convergence, count, crash, end-state, lost-update, stale-self-view, storm, stuck`}},
+		{"known finding of an unknown fault", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known: [{oracle: lost-update, message: x, why: y, faults: [restrat]}]", []string{"bad.yaml:23:", "oracles.known[0].faults[0]", `fault "restrat": want one of latency, delay, hold`}},
 		{"known finding without why", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known:\n    - {oracle: lost-update, message: x}", []string{"bad.yaml:24:", "oracles.known[0]", "want why"}},
 		{"controller named as the scheduler", "  - name: ctl", "  - name: kube-scheduler", []string{"bad.yaml:3:", "controllers[0].name", `"kube-scheduler" is the builtins' kube-scheduler's client`}},
 		{"git fixture without dir", "oracles:", "fixtures:\n  git: [{name: repo}]\noracles:", []string{"bad.yaml:22:", "fixtures.git[0].dir", "want dir"}},

@@ -404,7 +404,7 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 func known(ks []Known) []fuzz.Known {
 	var out []fuzz.Known
 	for _, k := range ks {
-		out = append(out, fuzz.Known{Oracle: k.Oracle, Message: k.Message, Why: k.Why})
+		out = append(out, fuzz.Known{Oracle: k.Oracle, Message: k.Message, Why: k.Why, Subject: k.Subject, Faults: k.Faults})
 	}
 	return out
 }

@@ -300,6 +300,15 @@ type Known struct {
 	Message string `yaml:"message"`
 	// Why names the finding and where it is reported.
 	Why string `yaml:"why"`
+	// Subject is a substring of the violation's subject (the object or
+	// kind: "StatefulSet prometheus-prom"). Zero: any.
+	Subject string `yaml:"subject"`
+	// Faults are the kinds of fault the schedule must have, each of them
+	// (latency, delay, hold, break, relist, restart, restart-before-answer,
+	// lose, reset, slow, reject; none: no fault), for a violation to be
+	// this finding: a look-alike with another cause is then reported.
+	// Zero: any schedule.
+	Faults []string `yaml:"faults"`
 }
 
 // knownOracles are the oracles a Known may name: those a target's

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
 )
 
 // namespaceRef, as ${namespace}, is the execution's namespace; dirRef, as
@@ -217,6 +219,11 @@ func (t *Target) validate(p *positions) error {
 			bad(errors.New("want a message: a substring of the finding's violations that only they have"), "oracles", "known", i)
 		case k.Why == "":
 			bad(errors.New("want why: the finding and where it is reported"), "oracles", "known", i)
+		}
+		for j, f := range k.Faults {
+			if !slices.Contains(fuzz.FaultKinds, f) {
+				bad(fmt.Errorf("fault %q: want one of %s", f, strings.Join(fuzz.FaultKinds, ", ")), "oracles", "known", i, "faults", j)
+			}
 		}
 	}
 	if q := t.Oracles.Quiet; q != "" {
