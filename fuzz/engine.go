@@ -374,7 +374,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	xctx, xcancel := context.WithCancel(ctx)
 	x := &Exec{Namespace: ns, Schedule: sched, env: e, dir: dir, ctx: xctx}
 	x.Direct = recordingClient(e.direct, e.s.LostUpdates, e.s.LostUpdatesAnyField, x.wroteDirect)
-	res = &Result{Scenario: e.s.Name, Namespace: ns, Schedule: sched}
+	res = &Result{Scenario: e.s.Name, Namespace: ns, Schedule: sched, leaderElection: e.s.LeaderElection}
 	defer func() {
 		xcancel()
 		stopping := time.Now()

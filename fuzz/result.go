@@ -72,6 +72,9 @@ type Result struct {
 	// direct are the workload's writes (Exec.Direct), for the oracles
 	// judged after the execution.
 	direct []directWrite
+	// leaderElection is the scenario's (Scenario.LeaderElection), for
+	// Report.
+	leaderElection map[string]LeaderElection
 }
 
 // Phases is where one execution's time went, in order: Start (a namespace
@@ -147,6 +150,12 @@ func (r *Result) Report() string {
 	fmt.Fprintf(&b, "schedule: %s\n", r.Schedule)
 	for _, st := range r.Schedule.Steps {
 		fmt.Fprintf(&b, "  cause of %s: %s\n", st, st.Cause())
+		if v := st.Versions(); v != "" {
+			fmt.Fprintf(&b, "    which clusters: %s\n", v)
+		}
+		if d := st.AsDeployed(r.leaderElection[st.Client]); d != "" {
+			fmt.Fprintf(&b, "    as deployed: %s\n", d)
+		}
 	}
 	if len(r.NotCurrent) > 0 {
 		fmt.Fprintf(&b, "never settled: quiet, but not yet kstatus Current when the settle budget ran out: %s\n", strings.Join(r.NotCurrent, "; "))

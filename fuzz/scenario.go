@@ -222,6 +222,12 @@ type Scenario struct {
 	// (Known). Zero: every violation is a finding.
 	Known []Known
 
+	// LeaderElection says, per client, how its install runs it
+	// (LeaderElection): the harness runs it without, and a finding's
+	// report says what its restart needs as deployed. Zero: no client
+	// runs with leader election.
+	LeaderElection map[string]LeaderElection
+
 	// Seeds are schedules every campaign starts from, besides the corpus in
 	// testdata. Zero: none.
 	Seeds []Schedule

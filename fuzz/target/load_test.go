@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -36,6 +37,25 @@ workload:
 oracles:
   lostUpdates: [data.a]
 `
+
+// TestParseLeaderElection: a controller's leader election as deployed
+// reaches the scenario, for every replica's client.
+func TestParseLeaderElection(t *testing.T) {
+	src := strings.Replace(good, "    watches: [configmaps]", "    watches: [configmaps]\n    replicas: 2\n    leaderElection: {lease: 15s, source: manager.yaml}", 1)
+	tg, err := target.Parse("good.yaml", t.TempDir(), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tg.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"ctl-0", "ctl-1"} {
+		if le := s.LeaderElection[c]; le.LeaseDuration != 15*time.Second || le.ReleaseOnCancel || le.Source != "manager.yaml" {
+			t.Errorf("client %s: %+v", c, le)
+		}
+	}
+}
 
 // TestParseFixtureRefs: a controller's args refer to a git fixture, its own
 // directory and its own ports; a step refers to the fixture.
@@ -93,6 +113,7 @@ func TestParseErrors(t *testing.T) {
 		{"a process's own directory in a step", `'{"data":{"a":"b"}}'`, `'{"data":{"a":"${dir}"}}'`, []string{"bad.yaml:20:", "workload[1].patch", "${dir} is a controller process's own: only a controller's args and env may refer to it"}},
 		{"bad port name", `"--watch-namespace=${namespace}"`, `"--addr=:${port.Metrics}"`, []string{"bad.yaml:6:", "${port.Metrics}: want ${port.NAME}"}},
 		{"known finding of no oracle", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known: [{oracle: lost-updates, message: x, why: y}]", []string{"bad.yaml:23:", "oracles.known[0]", `oracle "lost-updates": want one of convergence, count, crash, end-state, lost-update, stale-self-view, storm, stuck`}},
+		{"a lease that is no duration", "    watches: [configmaps]", "    watches: [configmaps]\n    leaderElection: {lease: 15}", []string{"bad.yaml:8:", "controllers[0].leaderElection.lease", `lease "15": want the lease duration`}},
 		{"known finding of an unknown fault", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known: [{oracle: lost-update, message: x, why: y, faults: [restrat]}]", []string{"bad.yaml:23:", "oracles.known[0].faults[0]", `fault "restrat": want one of latency, delay, hold`}},
 		{"known finding without why", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known:\n    - {oracle: lost-update, message: x}", []string{"bad.yaml:24:", "oracles.known[0]", "want why"}},
 		{"controller named as the scheduler", "  - name: ctl", "  - name: kube-scheduler", []string{"bad.yaml:3:", "controllers[0].name", `"kube-scheduler" is the builtins' kube-scheduler's client`}},

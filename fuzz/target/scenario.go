@@ -62,6 +62,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		LostUpdatesAnyField: slices.Contains(t.Oracles.LostUpdates, AnyField),
 		KnownBug:            t.Oracles.KnownBug,
 		Known:               known(t.Oracles.Known),
+		LeaderElection:      t.leaderElection(),
 		Storm:               t.Oracles.Storm == nil || *t.Oracles.Storm,
 		StaleSelfView:       t.Oracles.StaleSelfView != nil && *t.Oracles.StaleSelfView,
 	}
@@ -399,6 +400,22 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+// leaderElection is each controller's leader election as deployed, by
+// client (every replica's).
+func (t *Target) leaderElection() map[string]fuzz.LeaderElection {
+	out := map[string]fuzz.LeaderElection{}
+	for _, c := range t.Controllers {
+		if c.LeaderElection == nil {
+			continue
+		}
+		d, _ := parseDuration(c.LeaderElection.Lease) // validated
+		for _, client := range c.clients() {
+			out[client] = fuzz.LeaderElection{LeaseDuration: d, ReleaseOnCancel: c.LeaderElection.ReleaseOnCancel, Source: c.LeaderElection.Source}
+		}
+	}
+	return out
 }
 
 func known(ks []Known) []fuzz.Known {

@@ -111,6 +111,15 @@ type Controller struct {
 	// of the execution (the one the controller should watch). Zero: none.
 	NamespaceEnv string `yaml:"namespaceEnv"`
 
+	// LeaderElection is how the controller's install runs it: whether
+	// with leader election, and then its lease and whether it releases
+	// the lease when stopped gracefully. stalefuzz runs every controller
+	// without (turn it off in Args), so a restart lists at once; a
+	// finding's report then says what the same restart needs as deployed
+	// (fuzz.Step.AsDeployed): a replacement waits for the old lease. Zero:
+	// the install runs it without leader election.
+	LeaderElection *LeaderElection `yaml:"leaderElection"`
+
 	// Replicas is how many copies run, each its own client. Zero: 1.
 	Replicas int `yaml:"replicas"`
 
@@ -288,6 +297,17 @@ type Oracles struct {
 	// `stalefuzz false-alarms` counts it apart from the false alarms.
 	// `stalefuzz replay` and regression runs still judge it as a finding.
 	Known []Known `yaml:"known"`
+}
+
+// LeaderElection is a controller's leader election as its install has it.
+type LeaderElection struct {
+	// Lease is the lease duration ("15s", controller-runtime's default).
+	// Required.
+	Lease string `yaml:"lease"`
+	// ReleaseOnCancel says it gives the lease up when stopped gracefully.
+	ReleaseOnCancel bool `yaml:"releaseOnCancel"`
+	// Source says where this was read (a flag's default, a manifest).
+	Source string `yaml:"source"`
 }
 
 // Known is a finding already reported.

@@ -129,6 +129,11 @@ func (t *Target) validate(p *positions) error {
 			bad(fmt.Errorf("%q is the builtins' kube-scheduler's client: name your controller otherwise", c.Name), "controllers", i, "name")
 		}
 		seen[c.Name] = true
+		if le := c.LeaderElection; le != nil {
+			if d, err := parseDuration(le.Lease); err != nil || d <= 0 {
+				bad(fmt.Errorf("lease %q: want the lease duration its install has (15s is controller-runtime's default)", le.Lease), "controllers", i, "leaderElection", "lease")
+			}
+		}
 		switch {
 		case len(c.Command) == 0 && c.Go == "" && c.Setup == nil:
 			bad(errors.New("want command (a command line) or go (module/path/cmd@version)"), "controllers", i)
