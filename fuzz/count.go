@@ -28,12 +28,42 @@ import (
 // by kind: the limit is per owner of that kind.
 type Count struct {
 	GVK schema.GroupVersionKind
-	// Max is the most live objects one owner may have at once. Zero:
-	// learned, the most any owner of the same kind had in two no-fault
-	// reference runs of the same knob settings (runs whose schedules only
-	// delay nothing); a setting whose reference runs were not clean is not
-	// judged.
+	// Max is the most live objects one owner (one group) may have at once.
+	// Zero: learned, the most any owner of the same kind (any group) had
+	// in two no-fault reference runs of the same knob settings (runs whose
+	// schedules only delay nothing); a setting whose reference runs were
+	// not clean is not judged.
 	Max int
+	// GroupBy counts objects apart by the values of these labels or
+	// annotations ("label:app", "annotation:cert-manager.io/certificate-revision")
+	// as well as by owner: per revision or generation where an owner has
+	// several at once by design. An object without one has "" there.
+	// Zero: by owner alone.
+	GroupBy []string
+	// AcrossOwners counts objects of every owner together, grouped by
+	// GroupBy alone: the Pods of all of a Deployment's ReplicaSets by
+	// their app label, against replicas + maxSurge (Max).
+	AcrossOwners bool
+}
+
+// group is the key objects are counted under (Count.GroupBy,
+// AcrossOwners), and the kind of group a limit is learned for.
+func (c Count) group(u *unstructured.Unstructured, owner, ownerKind string) (key, kind string) {
+	if !c.AcrossOwners {
+		key, kind = owner, ownerKind
+	} else {
+		kind = "group by " + strings.Join(c.GroupBy, ", ")
+	}
+	for _, g := range c.GroupBy {
+		var v string
+		if name, ok := strings.CutPrefix(g, "label:"); ok {
+			v = u.GetLabels()[name]
+		} else if name, ok := strings.CutPrefix(g, "annotation:"); ok {
+			v = u.GetAnnotations()[name]
+		}
+		key += " " + g + "=" + v
+	}
+	return strings.TrimSpace(key), kind
 }
 
 // countPeak is the most live objects of a kind one owner had at once in a
@@ -59,9 +89,9 @@ type countEvent struct {
 	rv         uint64
 	typ        watch.EventType
 	uid, name  string
-	owner      string // "Kind name" of its controller owner; "(no owner)"
-	ownerKind  string
-	terminated bool // a deletionTimestamp is set
+	owner      string // its group: "Kind name" of its controller owner ("(no owner)"), and its Count.GroupBy values
+	ownerKind  string // the kind of group limits are learned for: its owner's kind, or "by ..." across owners
+	terminated bool   // a deletionTimestamp is set
 }
 
 // startCounts opens one watch per Count in the execution's (still empty)
@@ -111,6 +141,7 @@ func (k *counter) record(ctx context.Context, c client.WithWatch, ns, rv string)
 			if ref := metav1.GetControllerOfNoCopy(u); ref != nil {
 				ce.owner, ce.ownerKind = ref.Kind+" "+ref.Name, ref.Kind
 			}
+			ce.owner, ce.ownerKind = k.c.group(u, ce.owner, ce.ownerKind)
 			if ev.Type == watch.Bookmark {
 				continue
 			}

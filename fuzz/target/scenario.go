@@ -99,7 +99,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		if err != nil {
 			return s, fmt.Errorf("target %s: oracles.count[%d].apiVersion %q: %w", t.Name, i, c.APIVersion, err)
 		}
-		s.Counts = append(s.Counts, fuzz.Count{GVK: gv.WithKind(c.Kind.Kind), Max: c.Max})
+		s.Counts = append(s.Counts, fuzz.Count{GVK: gv.WithKind(c.Kind.Kind), Max: c.Max, GroupBy: c.GroupBy, AcrossOwners: c.AcrossOwners})
 	}
 	for i, k := range t.Oracles.EndState {
 		gv, err := schema.ParseGroupVersion(k.APIVersion)

@@ -351,9 +351,18 @@ const AnyField = "*"
 // Count is one count-safety oracle.
 type Count struct {
 	Kind `yaml:",inline"`
-	// Max is the most live objects one owner may have at once. Zero:
-	// learned from the reference runs.
+	// Max is the most live objects one owner (one group) may have at once.
+	// Zero: learned from the reference runs.
 	Max int `yaml:"max"`
+	// GroupBy counts objects apart by these labels or annotations as well
+	// ("label:app", "annotation:cert-manager.io/certificate-revision"):
+	// per revision where an owner has several by design
+	// (fuzz.Count.GroupBy).
+	GroupBy []string `yaml:"groupBy"`
+	// AcrossOwners counts every owner's objects together, by GroupBy
+	// alone: a Deployment's Pods across its ReplicaSets by their app
+	// label, against replicas + maxSurge in Max (fuzz.Count.AcrossOwners).
+	AcrossOwners bool `yaml:"acrossOwners"`
 }
 
 // EndState is one end-state oracle.

@@ -211,6 +211,18 @@ func (t *Target) validate(p *positions) error {
 			bad(errors.New("want apiVersion, kind and a max of 0 (learned from the reference runs) or more"), "oracles", "count", i)
 		}
 	}
+	for i, c := range t.Oracles.Count {
+		for j, g := range c.GroupBy {
+			if name, ok := strings.CutPrefix(g, "label:"); !ok || name == "" {
+				if name, ok = strings.CutPrefix(g, "annotation:"); !ok || name == "" {
+					bad(fmt.Errorf("groupBy %q: want label:KEY or annotation:KEY", g), "oracles", "count", i, "groupBy", j)
+				}
+			}
+		}
+		if c.AcrossOwners && len(c.GroupBy) == 0 {
+			bad(errors.New("acrossOwners needs groupBy: the labels or annotations that tell which objects count together"), "oracles", "count", i)
+		}
+	}
 	for i, k := range t.Oracles.EndState {
 		if k.APIVersion == "" || k.Kind.Kind == "" {
 			bad(errors.New("want apiVersion and kind"), "oracles", "endState", i)
