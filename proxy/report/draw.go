@@ -262,6 +262,16 @@ func verbOf(q *trace.Request) string {
 // writeLabel is what a write mark says next to it: the verb, and the
 // answer unless it is 2xx.
 func writeLabel(q *trace.Request) string {
+	switch q.FaultKind {
+	case trace.FaultLose, trace.FaultReset, trace.FaultCut:
+		// Applied, and its client never learned it: the answer's fate
+		// is what a reader looks for.
+		return q.Verb + " (applied, answer " + string(q.FaultKind) + ")"
+	case trace.FaultSlow:
+		return fmt.Sprintf("%s (answer held %v)", q.Verb, q.Held.Round(time.Millisecond))
+	case trace.FaultReject:
+		return fmt.Sprintf("%s %d (rejected, never sent)", q.Verb, q.Code)
+	}
 	if answerClass(q.Code) == "ok" {
 		return q.Verb
 	}
@@ -348,6 +358,13 @@ func writeMarkOf(sc scale, q *trace.Request, id string, x, cy float64) writeMark
 	c := "c-" + ac
 	if end := math.Min(sc.x(q.Start.Add(q.Latency)), plotRight); end-x >= 3 {
 		m.Shapes = append(m.Shapes, shape{Kind: "line", Class: c + " latency", X: x, Y: cy, X2: end, Y2: cy})
+	}
+	if q.Held > 0 {
+		// A Slow answer: from the apiserver's answer to the client's.
+		from, to := math.Min(sc.x(q.Start.Add(q.Latency)), plotRight), math.Min(sc.x(q.Answered()), plotRight)
+		if to-from >= 1 {
+			m.Shapes = append(m.Shapes, shape{Kind: "line", Class: c + " latency held", X: from, Y: cy, X2: to, Y2: cy})
+		}
 	}
 	dc := c
 	if lock == "blind" {

@@ -298,7 +298,7 @@ func answerClass(code int) string {
 }
 
 // faultKind is q's FaultKind ("expire", "rewind", "freeze", "frozen",
-// "cut"), or "other".
+// "cut", "lose", "reset", "slow", "reject"), or "other".
 func faultKind(q *trace.Request) string {
 	if q.FaultKind == "" {
 		return "other"
@@ -752,7 +752,7 @@ func (b *builder) placeMarks() {
 		q := &b.reqs[ri]
 		lg := &b.lanes[b.laneOf[q.Client]]
 		x := b.sc.x(q.Start)
-		end := math.Max(x+6, math.Min(b.sc.x(q.Start.Add(q.Latency)), plotRight))
+		end := math.Max(x+6, math.Min(b.sc.x(q.Answered()), plotRight))
 		// Every write and fault has its row in the tables; a mark
 		// outside the axis is not drawn.
 		d := pointSide(x, reach)

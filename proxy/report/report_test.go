@@ -237,3 +237,22 @@ func TestBandsFromRecordedRules(t *testing.T) {
 		t.Errorf("want 2 bands (each rule while it was in force), got %d", n)
 	}
 }
+
+// TestWriteShowsAnAnswersFate: a write whose answer the client lost is
+// labelled applied with its answer's fate, and a held answer is drawn from
+// the apiserver's answer to the client's.
+func TestWriteShowsAnAnswersFate(t *testing.T) {
+	p := lostUpdate()
+	lost, slow := &p.Trace.Requests[2], &p.Trace.Requests[4]
+	lost.FaultKind, lost.Fault = trace.FaultLose, "lose: answered 200 by the apiserver; the client was told 504 Timeout"
+	slow.FaultKind, slow.Held, slow.Fault = trace.FaultSlow, 700*time.Millisecond, "slow: answer held 700ms"
+	out := string(render(t, p))
+	for _, want := range []string{"(applied, answer lose)", "(answer held 700ms)", `class="c-`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if !strings.Contains(out, "latency held") {
+		t.Error("the held answer is not drawn")
+	}
+}

@@ -50,6 +50,7 @@ svg text { font-size: 11px; fill: #343a40; }
 .c-error { fill: #f59f00; stroke: #f59f00; }
 .hollow { fill: #fff; stroke-width: 2; }
 .latency { stroke-width: 1.5; opacity: .5; }
+.latency.held { stroke-dasharray: 3 2; opacity: .9; }
 .marklabel { font-size: 10px; fill: #495057; }
 .marklabel.m-conflict { fill: #e03131; font-weight: 700; }
 .marklabel.m-error { fill: #e67700; font-weight: 700; }
