@@ -53,9 +53,13 @@
 // write, optionally reconnecting to a lagging apiserver), RealisticLatency
 // (Realistic's, and ordinary latency: every watch of a client, or of every
 // client, late in a window, Step.IsLatency; its rules come after every
-// other step's, so a fault still decides the events it matches) and
-// OrdinaryLatency (ordinary latency only). A Realistic
-// schedule has at most one fault, and its bounds must leave room for it
+// other step's, so a fault still decides the events it matches),
+// OrdinaryLatency (ordinary latency only) and Composed (RealisticLatency's,
+// and faults on a write's answer: lost after the apiserver applied it,
+// reset, slow up to MaxSlowAnswer, or rejected with 429, 500 or 503,
+// anchored to a client's Nth write; one of them besides one break, relist
+// or restart: two faults at once). A Realistic
+// schedule has at most one fault (Composed: one of each kind), and its bounds must leave room for it
 // (Bounds.fits: client-go's relist backoff, RestartBudget, the lag), so an
 // execution still fits Budget by construction. AnchoredLoss has LagAndLoss's
 // actions in Realistic's records, so its steps too can be anchored to the
@@ -65,7 +69,8 @@
 // Seeds: a scenario's own (Scenario.Seeds), and in the spaces with anchored
 // records those the fuzz coordinator derives from reference runs without lag
 // before fuzzing (referenceSeeds: each action of the space right after each
-// of the first positions of the clean run's events and writes; bounded by
+// of the first positions of the clean run's MODIFIED, ADDED and DELETED
+// events and writes, and in Composed the answers to its writes; bounded by
 // MaxReferenceSettings, MaxReferencePositions and about ReferenceSeedsReplay
 // of replay, between MinReferenceSeeds and MaxReferenceSeeds; in the latency
 // spaces, after the first of each action, MaxLatencySeeds of ordinary
