@@ -163,8 +163,9 @@ type Scenario struct {
 	// a Go panic ("panic: " at the start of a line, or controller-runtime's
 	// "Observed a panic" of a panic it recovered), is a violation naming
 	// the client, its exit status and its stack (or its last lines). Only
-	// one that exits before its watches synced is a harness error (a
-	// controller that cannot start is no finding), as is a process the
+	// one that exits before its watches first synced is a harness error (a
+	// controller that cannot start is no finding; a restarted one that
+	// exits while it syncs again is a finding), as is a process the
 	// harness killed itself.
 	//
 	// Deprecated: a crash is always a finding; before, the zero value
