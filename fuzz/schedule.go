@@ -165,7 +165,7 @@ const (
 	// held (proxy.Slow, up to MaxSlowAnswer) or refused before it
 	// (proxy.Reject: 429, 500, 503), anchored like a restart to its
 	// client's Nth matching write. A restart record (action 4 or 5) whose
-	// after byte's high nibble, mod 8, is 1 to 6 is such a fault (see
+	// after byte's high nibble is 1 to 6 is such a fault (see
 	// codec.decodeRealistic); a RealisticLatency input whose after bytes'
 	// high nibbles are 0 (as every committed and seeded one's are) means
 	// the same here.
@@ -676,11 +676,12 @@ func (c codec) decode(b []byte) Schedule {
 // record's client.
 //
 // In Composed a restart record (action 4 or 5) whose after byte's high
-// nibble, mod 8, is 1 to 6 is a fault on the answer to the client's
+// nibble is 1 to 6 is a fault on the answer to the client's
 // After+1st matching write instead (the write scope as a restart's): 1 lost
 // (the apiserver's 504), 2 reset, 3 slow (held by the action's high 5 bits,
 // quadratic in [0, MaxSlowAnswer]), 4 refused with 429, 5 with 500, 6 with
-// 503; 0 and 7 keep the restart.
+// 503; 0 and 7 to 15 keep the restart (so that a mutated byte leaves most
+// restart records restarts).
 //
 // Only the first fault (break, relist, restart) of a schedule is one: a
 // later fault record decodes to a hold of the same window and target, so
@@ -709,7 +710,7 @@ func (c codec) decodeRealistic(s Schedule, b []byte) Schedule {
 		act := r[4] & 7
 		kind := 0 // Composed: a fault on an answer, 1 to 6 (answerKinds)
 		if c.space == Composed && (act == 4 || act == 5) {
-			if kind = int(r[5]>>4) % 8; kind == 7 {
+			if kind = int(r[5] >> 4); kind > len(answerKinds) {
 				kind = 0
 			}
 		}

@@ -275,14 +275,16 @@ func TestDecodeComposedLayout(t *testing.T) {
 		t.Errorf("lose rules: %+v", r)
 	}
 	for nibble, w := range map[byte]string{
-		0: "restart replica-0 right after its 1st write",
-		1: "lose the answer to replica-0's 1st write",
-		2: "reset the answer to replica-0's 1st write",
-		3: "slow the answer to replica-0's 1st write by 1.60s",
-		4: "reject replica-0's 1st write with 429",
-		5: "reject replica-0's 1st write with 500",
-		6: "reject replica-0's 1st write with 503",
-		7: "restart replica-0 right after its 1st write",
+		0:  "restart replica-0 right after its 1st write",
+		1:  "lose the answer to replica-0's 1st write",
+		2:  "reset the answer to replica-0's 1st write",
+		3:  "slow the answer to replica-0's 1st write by 1.60s",
+		4:  "reject replica-0's 1st write with 429",
+		5:  "reject replica-0's 1st write with 500",
+		6:  "reject replica-0's 1st write with 503",
+		7:  "restart replica-0 right after its 1st write",
+		9:  "restart replica-0 right after its 1st write",
+		15: "restart replica-0 right after its 1st write",
 	} {
 		st := s.Decode([]byte{0, 0, 0, 0, 0, 255, 4 | 31<<3, nibble << 4}).Steps[0]
 		if g := st.String(); !strings.HasSuffix(g, w) && !strings.Contains(g, w+",") {
