@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stalefuzz/stalefuzz/proxy"
 )
 
 // FalseAlarms is what MeasureFalseAlarms found: executions under ordinary
@@ -215,6 +217,18 @@ type FalseAlarmsOptions struct {
 	// a known finding, its alarm (nil otherwise), which it may annotate
 	// (Alarm.Files).
 	Progress func(done int, f FalseAlarms, res *Result, a *Alarm)
+	// Answer, when set (proxy.Lose, Reset, Slow or Reject), adds to every
+	// execution's ordinary latency one fault of that kind on the answer to
+	// a client's Nth write (client and N drawn at random, N within the
+	// writes the client made in the no-fault reference runs; a Slow one
+	// held up to MaxSlowAnswer), so that the fault's false alarms are
+	// measured as ordinary latency's are: a violation no no-fault run
+	// shows is a race (a finding under that fault), one they show is the
+	// controller's nondeterminism. Only in the Composed space, which holds
+	// such schedules. Zero: ordinary latency only.
+	Answer proxy.Action
+	// Code is a Reject's status (429, 500, 503). Zero: 429.
+	Code int
 }
 
 // MeasureFalseAlarms runs executions under ordinary latency only, the
@@ -236,7 +250,11 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 			return f, fmt.Errorf("scenario %s: no knob setting is left to measure", e.s.Name)
 		}
 	}
+	if o.Answer != 0 && (!o.Answer.IsAnswer() || e.s.Space != Composed) {
+		return f, fmt.Errorf("scenario %s: false alarms under %v: the faults on answers (lose, reset, slow, reject) are in the Composed space, and its space is %v", e.s.Name, o.Answer, e.s.Space)
+	}
 	var latencies []time.Duration
+	writes := map[string]int{} // knob setting|client → the most writes it made in a reference run
 	for _, knobs := range settings {
 		for range 2 {
 			// A harness error (a slow start on a loaded machine) is run
@@ -246,6 +264,10 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 				return f, fmt.Errorf("reference run %v, 3 attempts: %w", knobs, err)
 			}
 			latencies = append(latencies, watchLatencies(res)...)
+			for _, c := range e.s.Clients {
+				k := fmt.Sprint(knobs) + "|" + c
+				writes[k] = max(writes[k], countWrites(res.Trace, c, res.Mark))
+			}
 		}
 	}
 	slices.Sort(latencies)
@@ -256,7 +278,11 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 	rng := rand.New(rand.NewPCG(seed, seed^0x5f))
 	tri := triage{env: e, runs: map[string][]noFaultRun{}}
 	for i := range n {
-		sched := e.s.latencySchedule(settings[i%len(settings)], f.Measured, rng.Float64, false)
+		knobs := settings[i%len(settings)]
+		sched := e.s.latencySchedule(knobs, f.Measured, rng.Float64, false)
+		if o.Answer != 0 {
+			sched.Steps = append(sched.Steps, e.answerStep(o, knobs, writes, rng))
+		}
 		for _, st := range sched.Steps {
 			f.MaxDelay = max(f.MaxDelay, st.Delay)
 		}
@@ -289,6 +315,23 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 		}
 	}
 	return f, nil
+}
+
+// answerStep is a fault of kind o.Answer on the answer to a client's Nth
+// write, both drawn with rng, N within what the client wrote in the
+// no-fault reference runs of knobs (writes), for the whole fault window.
+func (e *Env) answerStep(o FalseAlarmsOptions, knobs map[string]int, writes map[string]int, rng *rand.Rand) Step {
+	b := e.s.Bounds.orDefault()
+	c := e.s.Clients[rng.IntN(len(e.s.Clients))]
+	n := max(1, min(maxAfter, writes[fmt.Sprint(knobs)+"|"+c]))
+	st := Step{Client: c, Action: o.Answer, After: rng.IntN(n), Length: min(b.MaxLength, b.MaxLagEnd, b.faultEnd())}
+	switch o.Answer {
+	case proxy.Slow:
+		st.Delay = quad5(unquad5(time.Duration(rng.Float64()*float64(MaxSlowAnswer)), MaxSlowAnswer), MaxSlowAnswer)
+	case proxy.Reject:
+		st.Code = cmp.Or(o.Code, 429)
+	}
+	return st
 }
 
 // triage sorts the violations of executions under ordinary latency into

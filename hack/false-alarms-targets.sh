@@ -7,6 +7,12 @@
 # in FALSE_ALARMS_OUT (default $TMPDIR/stalefuzz-false-alarms), and a table
 # of the results is printed at the end. Exit 1 when any target raised a
 # race or a false alarm.
+#
+# FALSE_ALARMS_ANSWERS="lose slow reject-500 reset" measures, after that,
+# each of those faults on answers the same way (stalefuzz false-alarms
+# --answer), N executions per fault and target, on a copy of each target
+# file in the composed space written beside it (so that its paths resolve)
+# and removed afterwards.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here/.."
@@ -29,6 +35,29 @@ for t in "${targets[@]}"; do
 	s=$?
 	[ $s -ne 0 ] && status=1
 	summary+=("$name (exit $s, $((SECONDS - start)) s): $(grep '^result' "$out/$name.out" | sed 's/^result: [^:]*: //')")
+done
+copies=()
+trap 'rm -f "${copies[@]}"' EXIT
+for a in ${FALSE_ALARMS_ANSWERS:-}; do
+	for t in "${targets[@]}"; do
+		name=$(echo "$t" | sed 's|scenarios/||; s|/target.yaml||; s|/targets/|-|; s|\.yaml$||')-$a
+		c=$(dirname "$t")/.stalefuzz-composed-$(basename "$t")
+		copies+=("$c")
+		if grep -q '^  space:' "$t"; then
+			sed 's/^  space: .*/  space: composed/' "$t" >"$c"
+		elif grep -q '^faults:' "$t"; then
+			sed 's/^faults:.*/faults:\n  space: composed/' "$t" >"$c"
+		else
+			{ cat "$t"; printf 'faults:\n  space: composed\n'; } >"$c"
+		fi
+		echo "false-alarms: $t with a $a answer ($n executions); its output: $out/$name.out"
+		start=$SECONDS
+		STALEFUZZ_SRC=$PWD "$bin" false-alarms "$c" --answer "$a" --count "$n" --findings "$out/$name" >"$out/$name.out" 2>"$out/$name.err"
+		s=$?
+		[ $s -ne 0 ] && status=1
+		summary+=("$name (exit $s, $((SECONDS - start)) s): $(grep '^result' "$out/$name.out" | sed 's/^result: [^:]*: //')")
+		rm -f "$c"
+	done
 done
 echo "false-alarms: the node lifecycle scenario, gate off and on"
 STALEFUZZ_FALSE_ALARMS=$n go test -count=1 -run='^TestFalseAlarmsNodeLifecycle' -v -timeout=5h ./scenarios/kcm/ >"$out/nodelifecycle.out" 2>&1 || status=1

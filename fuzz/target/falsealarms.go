@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/proxy"
 )
 
 // FalseAlarmsOptions say what MeasureFalseAlarms runs.
@@ -35,6 +36,36 @@ type FalseAlarmsOptions struct {
 	// oracle's verdict, judged or not: TARGET-selfview-STAMP-N). Zero:
 	// nothing is written.
 	Dir string
+	// Answer adds to each execution's ordinary latency one fault on the
+	// answer to a controller's Nth write: "lose", "reset", "slow",
+	// "reject" (429), "reject-500" or "reject-503" (fuzz.FalseAlarmsOptions
+	// .Answer). The target file's space must be composed. Zero: ordinary
+	// latency only.
+	Answer string
+}
+
+// Answers are the names FalseAlarmsOptions.Answer takes.
+var Answers = []string{"lose", "reset", "slow", "reject", "reject-500", "reject-503"}
+
+// answer is the fault and status an Answer name stands for.
+func answer(name string) (proxy.Action, int, error) {
+	switch name {
+	case "":
+		return 0, 0, nil
+	case "lose":
+		return proxy.Lose, 0, nil
+	case "reset":
+		return proxy.Reset, 0, nil
+	case "slow":
+		return proxy.Slow, 0, nil
+	case "reject", "reject-429":
+		return proxy.Reject, 429, nil
+	case "reject-500":
+		return proxy.Reject, 500, nil
+	case "reject-503":
+		return proxy.Reject, 503, nil
+	}
+	return 0, 0, fmt.Errorf("answer fault %q: want one of %s", name, strings.Join(Answers, ", "))
 }
 
 // MeasureFalseAlarms loads and prepares the target file at path, starts its
@@ -44,6 +75,19 @@ type FalseAlarmsOptions struct {
 // under ordinary latency) or the controller's nondeterminism (a false
 // alarm).
 func MeasureFalseAlarms(ctx context.Context, path string, o FalseAlarmsOptions) (fuzz.FalseAlarms, error) {
+	act, code, err := answer(o.Answer)
+	if err != nil {
+		return fuzz.FalseAlarms{}, err
+	}
+	if act != 0 {
+		t, err := Load(path)
+		if err != nil {
+			return fuzz.FalseAlarms{}, err
+		}
+		if t.Faults.Space != "composed" {
+			return fuzz.FalseAlarms{}, fmt.Errorf("target %s (%s): false alarms under a %s answer need the composed space, which holds faults on answers; its space is %q: set faults.space: composed (in a copy beside it, so that its paths resolve)", t.Name, path, o.Answer, cmp.Or(t.Faults.Space, "realistic-latency"))
+		}
+	}
 	t, env, err := prepareEnv(ctx, path, o.Progress)
 	if err != nil {
 		return fuzz.FalseAlarms{}, err
@@ -62,7 +106,7 @@ func MeasureFalseAlarms(ctx context.Context, path string, o FalseAlarmsOptions) 
 			if a == nil {
 				what = "selfview"
 			}
-			files, err := saveExecution(o.Dir, fmt.Sprintf("%s-%s-%s-%d", t.Name, what, stamp, done), res, env, done)
+			files, err := saveExecution(o.Dir, fmt.Sprintf("%s-%s-%s-%d", t.Name, what, stamp, done), res, env, done, o.Answer)
 			saveErr = cmp.Or(saveErr, err)
 			if a != nil {
 				a.Files = files
@@ -75,14 +119,14 @@ func MeasureFalseAlarms(ctx context.Context, path string, o FalseAlarmsOptions) 
 			for _, v := range a.Violations {
 				fmt.Fprintf(progress, "stalefuzz: execution %d: schedule %s: [%s] %s\n", done, a.Schedule, v.Oracle, v.Message)
 			}
-			fmt.Fprintf(progress, "stalefuzz: execution %d: %s\n", done, verdictLine(*a))
+			fmt.Fprintf(progress, "stalefuzz: execution %d: %s\n", done, verdictLine(*a, o.Answer))
 			writeAlarmFiles(progress, path, *a)
 		}
 		if progress != nil && (done%10 == 0 || done == n) {
 			fmt.Fprintf(progress, "stalefuzz: %d/%d executions: %s\n", done, n, f)
 		}
 	}
-	f, err := env.MeasureFalseAlarms(ctx, fuzz.FalseAlarmsOptions{Executions: n, Only: only, Progress: report})
+	f, err := env.MeasureFalseAlarms(ctx, fuzz.FalseAlarmsOptions{Executions: n, Only: only, Progress: report, Answer: act, Code: code})
 	return f, errors.Join(err, saveErr, env.Stop())
 }
 
@@ -118,9 +162,13 @@ func (t *Target) only(knobs map[string]string) (func(map[string]int) bool, error
 	}, nil
 }
 
-// verdictLine says an alarm's triage in words.
-func verdictLine(a fuzz.Alarm) string {
+// verdictLine says an alarm's triage in words; answer is the answer fault
+// beside the ordinary latency, if any.
+func verdictLine(a fuzz.Alarm, answer string) string {
 	if a.Verdict == fuzz.Race {
+		if answer != "" {
+			return "a finding under ordinary latency and a " + answer + " answer (no no-fault run shows it; not a false alarm): " + a.Why
+		}
 		return "a finding under ordinary latency (a race, not a false alarm): " + a.Why
 	}
 	return "a false alarm (the controller's own nondeterminism: add an endState ignore path for it): " + a.Why
@@ -142,7 +190,7 @@ func writeAlarmFiles(w io.Writer, target string, a fuzz.Alarm) {
 
 // saveExecution writes execution i's trace, log, picture and input into
 // dir, named name, and returns their paths.
-func saveExecution(dir, name string, res *fuzz.Result, env *fuzz.Env, i int) (fuzz.AlarmFiles, error) {
+func saveExecution(dir, name string, res *fuzz.Result, env *fuzz.Env, i int, answer string) (fuzz.AlarmFiles, error) {
 	var out fuzz.AlarmFiles
 	var err, e error
 	out.Trace, err = res.WriteTrace(dir, name)
@@ -151,7 +199,11 @@ func saveExecution(dir, name string, res *fuzz.Result, env *fuzz.Env, i int) (fu
 	out.Picture, e = res.WriteReport(dir, name)
 	err = cmp.Or(err, e)
 	if in, ok := env.Input(res.Schedule); ok {
-		out.Input, e = fuzz.WriteInput(dir, name, in, fmt.Sprintf("stalefuzz false-alarms, execution %d (ordinary latency only)", i))
+		what := "ordinary latency only"
+		if answer != "" {
+			what = "ordinary latency and a " + answer + " answer, space composed"
+		}
+		out.Input, e = fuzz.WriteInput(dir, name, in, fmt.Sprintf("stalefuzz false-alarms, execution %d (%s)", i, what))
 		err = cmp.Or(err, e)
 	}
 	return out, err
@@ -194,7 +246,7 @@ func CheckFalseAlarms(tb FalseAlarmsTB, path string, n int) {
 		for _, v := range a.Violations {
 			tb.Logf("execution %d: schedule %s: [%s] %s", a.Execution, a.Schedule, v.Oracle, v.Message)
 		}
-		tb.Logf("execution %d: %s", a.Execution, verdictLine(a))
+		tb.Logf("execution %d: %s", a.Execution, verdictLine(a, ""))
 	}
 	tb.Logf("false alarms of %s: %s", abs, f)
 	if len(f.ByOracle) > 0 {

@@ -3,6 +3,8 @@ package contention_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -251,4 +253,50 @@ func TestComposedFaults(t *testing.T) {
 		t.Fatalf("schedule %s: lost answer %v, relist %v: want both in one execution\n%s", sched, lost, expired, res.Report())
 	}
 	t.Logf("schedule %s: %d violations", sched, len(res.Violations))
+}
+
+// TestAnswerFalseAlarms measures, against the real apiserver, the false
+// alarms of a lost answer beside ordinary latency: every execution loses
+// the answer to one of the controller's writes (the trace shows it), and
+// the optimistic write, which retries from a fresh read, raises no
+// violation. A target outside the composed space is refused with the fix.
+// STALEFUZZ_FALSE_ALARMS=N runs N executions instead of 4.
+func TestAnswerFalseAlarms(t *testing.T) {
+	n := 4
+	if v := os.Getenv("STALEFUZZ_FALSE_ALARMS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("STALEFUZZ_FALSE_ALARMS=%q: %v", v, err)
+		}
+	}
+	if _, err := target.MeasureFalseAlarms(context.Background(), "target.yaml", target.FalseAlarmsOptions{Executions: 1, Answer: "lose"}); err == nil || !strings.Contains(err.Error(), "set faults.space: composed") {
+		t.Errorf("lose answers on a realistic-latency target: got %v, want it refused with the fix", err)
+	}
+	_, env := target.LoadEnv(t, "testdata/composed.yaml")
+	lost := 0
+	f, err := env.MeasureFalseAlarms(context.Background(), fuzz.FalseAlarmsOptions{
+		Executions: n, Answer: proxy.Lose,
+		Only: func(k map[string]int) bool { return k["write"] == 1 }, // optimistic
+		Progress: func(_ int, _ fuzz.FalseAlarms, res *fuzz.Result, _ *fuzz.Alarm) {
+			if res == nil {
+				return
+			}
+			for _, r := range res.Trace.Requests {
+				if r.FaultKind == trace.FaultLose {
+					lost++
+					break
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("false alarms of testdata/composed.yaml, write=optimistic, a lost answer in each: %s", f)
+	if len(f.ByOracle) > 0 || f.RaceExecutions() > 0 {
+		t.Errorf("write=optimistic with lost answers: %s", f)
+	}
+	if judged := f.Executions; lost != judged || judged < n*3/4 {
+		t.Errorf("%d of %d judged executions lost an answer (of %d run): want every one, and three quarters judged", lost, judged, n)
+	}
 }

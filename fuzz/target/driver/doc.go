@@ -24,6 +24,11 @@
 // settings with these values ("write=blind,edit=100ms", by the target
 // file's names); unset or empty, every setting.
 //
+// STALEFUZZ_FALSE_ALARMS_ANSWER: with STALEFUZZ_FALSE_ALARMS, a fault on
+// the answer to a controller's write besides the ordinary latency of every
+// execution (target.FalseAlarmsOptions.Answer: lose, reset, slow, reject,
+// reject-500, reject-503); unset or empty, ordinary latency only.
+//
 // STALEFUZZ_TRUTH_TABLE: with STALEFUZZ_TARGET, TestTruthTable runs the
 // target's truth table (target.MeasureTruthTable) with these options (a
 // fuzz.TruthTableOptions as JSON) and prints it as one line of JSON (a

@@ -35,6 +35,7 @@ func TestFalseAlarms(t *testing.T) {
 	}
 	f, err := target.MeasureFalseAlarms(context.Background(), path, target.FalseAlarmsOptions{
 		Executions: count, Knobs: knobs, Progress: os.Stderr, Dir: os.Getenv("STALEFUZZ_FALSE_ALARMS_DIR"),
+		Answer: os.Getenv("STALEFUZZ_FALSE_ALARMS_ANSWER"),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -732,6 +732,7 @@ func newFalseAlarmsCmd() *cobra.Command {
 		count    int
 		findings string
 		knobs    map[string]string
+		answer   string
 	)
 	cmd := &cobra.Command{
 		Use:   "false-alarms TARGET.yaml",
@@ -754,16 +755,26 @@ apiserver does not produce, so each violation is triaged:
 Each execution with a violation (not a known finding) is kept in --findings:
 its trace, picture, controllers' log and input, with the command that
 replays it. The exit status is 1 when any execution raised a race or a false
-alarm, 0 when none did, 2 for a usage or harness error.`,
+alarm, 0 when none did, 2 for a usage or harness error.
+
+--answer lose|reset|slow|reject|reject-500|reject-503 adds to every
+execution one fault on the answer to a controller's Nth write (the
+controller and N drawn at random within what the reference runs wrote), to
+measure that fault's false alarms the same way; the target file's space must
+be composed (faults.space: composed, in a copy beside it).`,
 		Args: exactArgs("TARGET.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if count < 1 {
 				return usagef(cmd, "--count %d: want at least 1", count)
 			}
-			return falseAlarms(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], count, findings, knobs)
+			if answer != "" && !slices.Contains(target.Answers, answer) {
+				return usagef(cmd, "--answer %q: want one of %s", answer, strings.Join(target.Answers, ", "))
+			}
+			return falseAlarms(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], count, findings, knobs, answer)
 		},
 	}
 	cmd.Flags().IntVar(&count, "count", 200, "how many executions to judge")
+	cmd.Flags().StringVar(&answer, "answer", "", "also a fault on the answer to a controller's write in every execution: "+strings.Join(target.Answers, ", ")+" (the target's space must be composed)")
 	cmd.Flags().StringToStringVar(&knobs, "knob", nil, "only the knob settings with this value, by the target file's names (--knob write=blind; repeat or join with commas for more)")
 	cmd.Flags().StringVar(&findings, "findings", "stalefuzz-findings", "directory for the traces, pictures, logs and inputs of the executions that raised a violation")
 	return cmd
@@ -772,7 +783,7 @@ alarm, 0 when none did, 2 for a usage or harness error.`,
 // falseAlarms runs the driver's TestFalseAlarms on file and reports its
 // figure, then each execution that raised a violation with its triage and
 // the command that replays it.
-func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, count int, findings string, knobs map[string]string) error {
+func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, count int, findings string, knobs map[string]string, answer string) error {
 	dir, err := filepath.Abs(findings)
 	if err != nil {
 		return exitError{exitHarness, err}
@@ -782,7 +793,7 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 		only = append(only, k+"="+knobs[k])
 	}
 	out, runErr, err := runDriverTest(ctx, stderr, file, "TestFalseAlarms", "STALEFUZZ_FALSE_ALARMS="+strconv.Itoa(count),
-		"STALEFUZZ_FALSE_ALARMS_DIR="+dir, "STALEFUZZ_FALSE_ALARMS_KNOBS="+strings.Join(only, ","))
+		"STALEFUZZ_FALSE_ALARMS_DIR="+dir, "STALEFUZZ_FALSE_ALARMS_KNOBS="+strings.Join(only, ","), "STALEFUZZ_FALSE_ALARMS_ANSWER="+answer)
 	if err != nil {
 		return err
 	}
@@ -793,6 +804,9 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 	fmt.Fprintf(stdout, "result: %s: %s\n", file, f)
 	for _, a := range f.Alarms {
 		what := "race (a finding under ordinary latency)"
+		if answer != "" {
+			what = "race (a finding under ordinary latency and a " + answer + " answer)"
+		}
 		if a.Verdict == fuzz.Nondeterminism {
 			what = "false alarm (the controller's nondeterminism)"
 		}
