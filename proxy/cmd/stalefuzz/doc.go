@@ -41,7 +41,7 @@
 //
 // # stalefuzz false-alarms, truth-table
 //
-//	stalefuzz false-alarms TARGET.yaml [--count 200] [--knob NAME=VALUE]... [--findings DIR]
+//	stalefuzz false-alarms TARGET.yaml [--count 200] [--knob NAME=VALUE]... [--answer FAULT] [--findings DIR]
 //	stalefuzz truth-table TARGET.yaml [--runs 2] [--positions 1] [--settings 0] [--out FILE] [--findings DIR]
 //
 // build as fuzz does. false-alarms runs --count executions under ordinary
@@ -52,7 +52,11 @@
 // they vary, with no write behind its writer's own to explain it: then a
 // false alarm (the controller's nondeterminism). It keeps each execution
 // with a violation in --findings (trace, picture, log, input) and prints
-// the command that replays it: exit 1 when any, 0 when none. truth-table
+// the command that replays it: exit 1 when any, 0 when none. With --answer
+// (lose, reset, slow, reject, reject-500, reject-503) each execution also
+// has that fault on the answer to a controller's Nth write, so that the
+// fault's false alarms are measured alike; the target's space must be
+// composed. truth-table
 // runs, per knob setting, a no-fault run and each one-fault pattern
 // anchored to its events and writes (package fuzz, Env.MeasureTruthTable)
 // --runs times, and writes a Markdown table: per pattern whether a cluster
