@@ -384,9 +384,16 @@ func lostUpdatesOf(tr trace.Trace, path string, views *trace.Views, direct []dir
 			continue // the writer had seen the value it replaced
 		}
 		lostBy[obj] = prev.v
+		acked := "acknowledged to " + prev.r.Client
+		if !prev.user && prev.r.Unanswered() {
+			// Stored all the same, and shown to every watch: what its
+			// writer was told (a cut, lost or reset answer) changes nothing
+			// of what it replaced.
+			acked = "stored by " + prev.r.Client + " (its answer " + or(string(prev.r.FaultKind), "abandoned") + ": never acknowledged)"
+		}
 		out = append(out, lost{at: w.r.Start, obj: obj, path: path, msg: fmt.Sprintf(
-			"%s: %s=%s, acknowledged to %s at resourceVersion %d, was replaced by %s=%s from %s (%s %s, no precondition: %v), whose view was at resourceVersion %d",
-			obj, path, prev.v, prev.r.Client, prev.rv, path, w.v, w.r.Client, w.r.Verb, w.r.Subresource, w.r.SentRV == "", view)})
+			"%s: %s=%s, %s at resourceVersion %d, was replaced by %s=%s from %s (%s %s, no precondition: %v), whose view was at resourceVersion %d",
+			obj, path, prev.v, acked, prev.rv, path, w.v, w.r.Client, w.r.Verb, w.r.Subresource, w.r.SentRV == "", view)})
 	}
 	return out
 }

@@ -178,3 +178,26 @@ func TestLostUpdateNeedsAWriteThatSetsThePath(t *testing.T) {
 		t.Errorf("a write that set the path from a view before the value it replaced: %d lost updates, want 1", len(got))
 	}
 }
+
+// A value whose writer lost the answer to its write was stored all the
+// same: a later write from a view before it replaces it, and the message
+// says it was never acknowledged.
+func TestLostUpdateOfAValueWhoseAnswerWasLost(t *testing.T) {
+	patch := func(ms int, rv, plan string) trace.Request {
+		return trace.Request{Client: "ctl", Verb: "patch", Resource: "rollouts", Subresource: "status", Namespace: "ns", Name: "r",
+			Start: oracleAt(ms), Latency: time.Millisecond, Code: 200, ReturnedRV: rv,
+			Fields: map[string]string{"status.plan": plan}, Write: &trace.Write{Patch: "merge", Set: map[string]string{"status.plan": plan}}}
+	}
+	tr := trace.Trace{Requests: []trace.Request{patch(100, "11", `"a"`), patch(200, "12", `"b"`), patch(300, "13", `"c"`)}}
+	tr.Requests[1].FaultKind = trace.FaultLose
+	got := lostUpdates(tr, "status.plan")
+	if len(got) != 2 {
+		t.Fatalf("blind patches from an empty view: %d lost updates, want 2: %v", len(got), got)
+	}
+	if !strings.Contains(got[1].msg, `status.plan="b", stored by ctl (its answer lose: never acknowledged) at resourceVersion 12`) {
+		t.Errorf("message %q", got[1].msg)
+	}
+	if !strings.Contains(got[0].msg, `status.plan="a", acknowledged to ctl at resourceVersion 11`) {
+		t.Errorf("message %q", got[0].msg)
+	}
+}
