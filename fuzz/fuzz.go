@@ -213,8 +213,17 @@ func Fuzz(f *testing.F, s Scenario) {
 		}
 		signal.Hit(Features(res, s.Features))
 		if s.KnownBug != "" && !fuzzing && !strings.Contains(t.Name(), "/seed#") {
+			// A window timed from the mark can miss its event on a loaded
+			// machine: the entry reproduces when one of KnownBugRuns does.
+			runs := 1
+			for len(res.Violations) == 0 && runs < KnownBugRuns {
+				if res, err = env.Run(context.Background(), sched, Retries(attempts)); err != nil {
+					t.Fatalf("%s %s: schedule %s: %v", Unjudged, t.Name(), sched, err)
+				}
+				runs++
+			}
 			if len(res.Violations) == 0 {
-				t.Fatalf("corpus entry no longer reproduces the known bug (%s): schedule %s ran clean", s.KnownBug, sched)
+				t.Fatalf("corpus entry no longer reproduces the known bug (%s): schedule %s ran clean %d times", s.KnownBug, sched, runs)
 			}
 			// Its trace and picture only when asked for (make picture): a
 			// plain go test run leaves nothing behind.
@@ -541,6 +550,10 @@ func isCoordinator(name string) bool {
 	ok, err := regexp.MatchString(fz, name)
 	return err == nil && ok
 }
+
+// KnownBugRuns is how many runs of a known-bug scenario's corpus entry a
+// regression run makes before it says the entry no longer reproduces.
+const KnownBugRuns = 3
 
 func isFuzzing() bool { return flagValue("test.fuzzworker") == "true" }
 

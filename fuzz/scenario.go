@@ -215,8 +215,8 @@ type Scenario struct {
 	// KnownBug, when set, says the scenario is a known-bad variant kept to
 	// show that the fuzzer finds its bug: while fuzzing, a violation is a
 	// finding as usual; in a regression run (plain go test), each committed
-	// corpus entry in testdata/fuzz must still reproduce a violation, or the
-	// test fails. Zero: no known bug.
+	// corpus entry in testdata/fuzz must still reproduce a violation in one
+	// of KnownBugRuns runs, or the test fails. Zero: no known bug.
 	KnownBug string
 
 	// Known are findings already reported, which a campaign searches past
