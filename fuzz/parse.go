@@ -116,12 +116,7 @@ func (s Scenario) parseStep(part string, b Bounds) (Step, error) {
 		if m[2] != "right after" {
 			st.Action = proxy.Cut
 		}
-		n, _ := strconv.Atoi(m[3])
-		if n < 1 {
-			return Step{}, fmt.Errorf("the 0th write: count writes from 1st")
-		}
-		st.After = n - 1
-		if err := s.parseWrites(&st, m[4]); err != nil {
+		if err := s.parseNthWrite(&st, m[3], m[4]); err != nil {
 			return Step{}, err
 		}
 		if m[5] != "" {
@@ -198,12 +193,7 @@ func (s Scenario) parseAnswer(st Step, m []string) (Step, error) {
 	if st.Client, err = s.client(m[3]); err != nil {
 		return Step{}, err
 	}
-	n, _ := strconv.Atoi(m[4])
-	if n < 1 {
-		return Step{}, fmt.Errorf("the 0th write: count writes from 1st")
-	}
-	st.After = n - 1
-	if err := s.parseWrites(&st, m[5]); err != nil {
+	if err := s.parseNthWrite(&st, m[4], m[5]); err != nil {
 		return Step{}, err
 	}
 	switch {
@@ -235,6 +225,17 @@ func (s Scenario) parseAnswer(st Step, m []string) (Step, error) {
 func atoi(v string) int {
 	n, _ := strconv.Atoi(v)
 	return n
+}
+
+// parseNthWrite reads the write a restart or an answer fault is anchored
+// to: its ordinal's number nth ("2" of "2nd") and its writes.
+func (s Scenario) parseNthWrite(st *Step, nth, writes string) error {
+	n, _ := strconv.Atoi(nth)
+	if n < 1 {
+		return fmt.Errorf("the 0th write: count writes from 1st")
+	}
+	st.After = n - 1
+	return s.parseWrites(st, writes)
 }
 
 // parseWrites reads a restart's writes: "write" or a verb, then

@@ -42,6 +42,16 @@ func faultsOf(name string) []trace.Request {
 	return out
 }
 
+// expectOneFault: the client's one faulted request is of kind, and the
+// trace's code is code (the apiserver's answer, or the proxy's own).
+func expectOneFault(name string, kind trace.FaultKind, code int) {
+	GinkgoHelper()
+	fs := faultsOf(name)
+	Expect(fs).To(HaveLen(1))
+	Expect(fs[0].FaultKind).To(Equal(kind))
+	Expect(fs[0].Code).To(Equal(code))
+}
+
 func createCM(cs kubernetes.Interface, ns, name string) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"value": "0"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -94,10 +104,7 @@ var _ = Describe("Faults on answers", func() {
 		Expect(answered).To(BeFalse(), "a transport error, not an answer: %v", err)
 		Expect(exists(ns, "a")).To(BeTrue(), "yet the apiserver applied it")
 		Expect(createCM(cs, ns, "b")).To(Succeed(), "the client keeps running")
-		fs := faultsOf(name)
-		Expect(fs).To(HaveLen(1))
-		Expect(fs[0].FaultKind).To(Equal(trace.FaultReset))
-		Expect(fs[0].Code).To(Equal(http.StatusCreated))
+		expectOneFault(name, trace.FaultReset, http.StatusCreated)
 	})
 
 	It("Slow: the write's own watch event reaches the client's informer before its answer does", func() {
@@ -183,10 +190,7 @@ var _ = Describe("Faults on answers", func() {
 			Expect(err).To(MatchError(ContainSubstring(tc.words)))
 			Expect(exists(ns, "a")).To(BeFalse(), "never forwarded")
 			Expect(createCM(cs, ns, "a")).To(Succeed(), "the rule fired once; the client keeps running")
-			fs := faultsOf(name)
-			Expect(fs).To(HaveLen(1))
-			Expect(fs[0].FaultKind).To(Equal(trace.FaultReject))
-			Expect(fs[0].Code).To(Equal(tc.code))
+			expectOneFault(name, trace.FaultReject, tc.code)
 		})
 	}
 })
