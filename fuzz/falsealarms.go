@@ -284,7 +284,9 @@ func (e *Env) MeasureFalseAlarms(ctx context.Context, o FalseAlarmsOptions) (Fal
 			sched.Steps = append(sched.Steps, e.answerStep(o, knobs, writes, rng))
 		}
 		for _, st := range sched.Steps {
-			f.MaxDelay = max(f.MaxDelay, st.Delay)
+			if st.IsLatency() { // not a Slow answer's hold
+				f.MaxDelay = max(f.MaxDelay, st.Delay)
+			}
 		}
 		input, _ := e.Input(sched) // nil: not this space's; the schedule in words replays it
 		res, err := e.Run(ctx, sched)
