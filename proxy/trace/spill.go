@@ -199,13 +199,20 @@ func (l *Log) WriteJSONL(w io.Writer) error {
 // add encodes e at the end of the buffer, and writes the buffer when it is
 // full.
 func (s *spill) add(e Entry) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		s.stats.Unencoded++
-		if s.encErr == nil {
-			s.encErr = fmt.Errorf("unable to encode trace entry at %s: %w — it is missing from the trace", e.Time(), err)
+	ok := false
+	if e.Event != nil {
+		s.buf, ok = appendEventEntry(s.buf, e.Event)
+	}
+	if !ok {
+		b, err := json.Marshal(e)
+		if err != nil {
+			s.stats.Unencoded++
+			if s.encErr == nil {
+				s.encErr = fmt.Errorf("unable to encode trace entry at %s: %w — it is missing from the trace", e.Time(), err)
+			}
+			return
 		}
-		return
+		s.buf = append(s.buf, b...)
 	}
 	switch {
 	case e.Request != nil:
@@ -215,7 +222,7 @@ func (s *spill) add(e Entry) {
 	case e.Rules != nil:
 		s.stats.Rules++
 	}
-	s.buf = append(append(s.buf, b...), '\n')
+	s.buf = append(s.buf, '\n')
 	if len(s.buf) >= s.next && !s.ended {
 		_ = s.flush()
 	}

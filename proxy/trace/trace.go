@@ -523,7 +523,18 @@ func (e Entry) Time() time.Time {
 // WriteJSONL writes t as one JSON Entry per line, in time order.
 func (t Trace) WriteJSONL(w io.Writer) error {
 	enc := json.NewEncoder(w)
+	var line []byte
 	for _, e := range t.Entries() {
+		if e.Event != nil {
+			var ok bool
+			if line, ok = appendEventEntry(line[:0], e.Event); ok {
+				line = append(line, '\n')
+				if _, err := w.Write(line); err != nil {
+					return fmt.Errorf("unable to write trace entry: %w", err)
+				}
+				continue
+			}
+		}
 		if err := enc.Encode(e); err != nil {
 			return fmt.Errorf("unable to write trace entry: %w", err)
 		}
