@@ -22,7 +22,11 @@
 // Next never returns a frame it could not parse: a frame that does not start
 // with '{', is longer than maxFrame, is not valid JSON or protobuf, or is cut
 // short by the end of the stream yields an error wrapping ErrMalformed (cut
-// short also wraps io.ErrUnexpectedEOF). A failed read of the underlying
+// short also wraps io.ErrUnexpectedEOF). A protobuf frame is read only as
+// deep as Meta needs (the event, its object's envelope and type, and the
+// fields of its metadata that Meta holds; the rest is skipped by its
+// length), so damage inside a field it skips is the client's to refuse;
+// every frame the generated unmarshallers accept gives the Meta they give. A failed read of the underlying
 // stream yields an error wrapping that read error. Errors are sticky: once
 // Next has returned an error, it returns the same error with an empty Frame.
 //

@@ -43,8 +43,9 @@ type Reader struct {
 	br   *bufio.Reader // nil when the media type is unsupported
 	next func() (Frame, error)
 	max  int
-	off  int64 // bytes returned in frames so far, for error messages
-	err  error // sticky
+	off  int64             // bytes returned in frames so far, for error messages
+	err  error             // sticky
+	strs map[string]string // interned strings of protobuf frames (protobufMeta)
 }
 
 // NewReader returns a Reader for a watch response body r served with the given
