@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,8 +78,12 @@ func BenchmarkProxyUnderLoad(b *testing.B) {
 		clients[i] = fmt.Sprintf("c%03d", i)
 	}
 	out := filepath.Join(dir, "out")
+	profile := filepath.Join(dir, "profile")
+	if d := os.Getenv("STALEFUZZ_BENCH_PROFILE"); d != "" {
+		profile = d
+	}
 	rc := startCommand(b, buildCommand(b), dir, []string{"GODEBUG=gctrace=1"}, "proxy", "--kubeconfig", kubeconfig, "--context", "envtest",
-		"--client", strings.Join(clients, ","), "--rules", rules, "--trace", filepath.Join(dir, "trace.jsonl"), "--out", out)
+		"--client", strings.Join(clients, ","), "--rules", rules, "--trace", filepath.Join(dir, "trace.jsonl"), "--out", out, "--profile", profile)
 	waitControl(b, out, rc.exited, &rc.stderr)
 	proxied := make([]*rest.Config, loadInformers)
 	for i, c := range clients {
@@ -140,6 +146,22 @@ func BenchmarkProxyUnderLoad(b *testing.B) {
 			ms(pct(get["direct"], 0.5)), ms(pct(get["direct"], 0.99)), ms(pct(get["proxy"], 0.5)), ms(pct(get["proxy"], 0.99)),
 			ms(pct(get["proxy"], 0.99)-pct(get["direct"], 0.99)), afterSync, afterUpdates)
 	}
+	// The profiles are written when the proxy stops.
+	if err := rc.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		b.Fatalf("unable to stop the proxy: %v", err)
+	}
+	if err := rc.wait(time.Minute); err != nil {
+		b.Fatalf("stalefuzz proxy did not exit cleanly: %v\n%s", err, rc.stderr.String())
+	}
+	costs, total, err := proxyCosts(profile)
+	if err != nil {
+		b.Fatalf("unable to read the proxy's profiles: %v", err)
+	}
+	events := loadInformers * (loadObjects + loadUpdates)
+	b.ReportMetric(total.cpu*1e6/float64(events), "proxy-cpu-us/event")
+	b.ReportMetric(float64(total.allocBytes)/float64(events), "proxy-alloc-B/event")
+	// Printed, not logged: a benchmark's log keeps only its first lines.
+	fmt.Printf("where the proxy's CPU and allocations go (its CPU and allocation profiles over the run, in %s; go tool pprof for more):\n%s", profile, costTable(costs, total, events))
 }
 
 // unlimited is cfg in protobuf, without client-side rate limit.

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +40,7 @@ type proxyOptions struct {
 	traceInMemory       bool
 	fields              []string
 	verbosity           int
+	profile             string
 }
 
 // Budgets of the proxy command's own waits.
@@ -108,6 +110,7 @@ the proxy, completes the trace, removes DIR/control.addr and exits 0.`,
 	f.BoolVar(&o.traceInMemory, "trace-in-memory", false, "keep the whole trace in memory and write --trace once, on exit (default: --trace grows during the run and memory keeps only the events still held)")
 	f.StringArrayVar(&o.fields, "fields", nil, "dotted JSON path whose value the trace records from each response (repeated)")
 	f.IntVarP(&o.verbosity, "v", "v", 0, "verbosity of the proxy's log (0: warnings; 1: also connection errors)")
+	f.StringVar(&o.profile, "profile", "", "directory to write the proxy's own CPU profile (cpu.pprof, the whole run) and allocation profile (allocs.pprof) to on exit, for go tool pprof")
 	return cmd
 }
 
@@ -176,6 +179,17 @@ type session struct {
 // ends), acting on SIGUSR1 (mark) and SIGHUP (reload) meanwhile.
 func runProxy(ctx context.Context, o proxyOptions, stderr io.Writer, sigs <-chan os.Signal) (retErr error) {
 	s := &session{o: o, log: &lineWriter{w: stderr}}
+	if o.profile != "" {
+		stop, err := startProfile(o.profile)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				s.log.printf("stalefuzz: %v", err)
+			}
+		}()
+	}
 	var kubeconfigs []string
 	var createdOut bool
 	defer func() {
@@ -339,6 +353,35 @@ func runProxy(ctx context.Context, o proxyOptions, stderr io.Writer, sigs <-chan
 		s.log.printf("stalefuzz: kept %s", strings.Join(kubeconfigs, ", "))
 	}
 	return errors.Join(errs...)
+}
+
+// startProfile starts the CPU profile into dir/cpu.pprof; the function it
+// returns stops it and writes the allocation profile to dir/allocs.pprof.
+func startProfile(dir string) (func() error, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("unable to create profile directory %s: %w", dir, err)
+	}
+	cpu, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("unable to write the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		_ = cpu.Close()
+		return nil, fmt.Errorf("unable to start the CPU profile %s: %w", cpu.Name(), err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		errs := []error{cpu.Close()}
+		allocs := filepath.Join(dir, "allocs.pprof")
+		f, err := os.Create(allocs)
+		if err != nil {
+			return errors.Join(append(errs, fmt.Errorf("unable to write the allocation profile: %w", err))...)
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			errs = append(errs, fmt.Errorf("unable to write the allocation profile %s: %w", allocs, err))
+		}
+		return errors.Join(append(errs, f.Close())...)
+	}, nil
 }
 
 func inContext(name string) string {
