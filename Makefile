@@ -23,7 +23,7 @@ test: deps assets source-controller ## run every test against a real apiserver, 
 test-volume: deps assets source-controller ## the scenarios' statistics (19 in 20, hundreds of random schedules) and truth tables, which make test leaves out (STALEFUZZ_VOLUME=1)
 	STALEFUZZ_VOLUME=1 $(GO) test -count=1 -p 1 -timeout=90m ./scenarios/...
 
-bench: assets ## print the proxy's throughput and latency figures against a direct connection, then under load (100 informers over 5,000 ConfigMaps through stalefuzz proxy)
+bench: assets ## print the proxy's throughput and latency figures against a direct connection, then under load (100 informers over 5,000 ConfigMaps through stalefuzz proxy), and where the proxy's CPU and allocations go per event (from its profiles)
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/
 	$(GO) test -run='^$$' -bench=ProxyUnderLoad -benchtime=1x -timeout=15m ./proxy/cmd/stalefuzz/
 

@@ -41,7 +41,9 @@
 // closes it or Stop does.
 //
 // A watch stream is read from the apiserver eagerly, whether or not the
-// client reads, so the apiserver's watcher never stalls. Each event is parsed
+// client reads, so the apiserver's watcher never stalls. The proxy asks for
+// it uncompressed (Accept-Encoding: identity, which every client accepts),
+// the one change it makes to a watch request besides the credentials. Each event is parsed
 // just enough to match rules (type, kind, namespace, name, resourceVersion,
 // the k8s.io/initial-events-end bookmark annotation), from JSON frames and
 // from protobuf frames (application/vnd.kubernetes.protobuf;stream=watch),

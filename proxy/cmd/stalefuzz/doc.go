@@ -68,7 +68,7 @@
 //
 //	stalefuzz proxy --kubeconfig FILE [--context NAME] --client NAME... \
 //	    --rules FILE --trace FILE [--out DIR] [--control ADDR] [--mark-now] \
-//	    [--trace-in-memory] [--fields PATH]... [-v N]
+//	    [--trace-in-memory] [--fields PATH]... [-v N] [--profile DIR]
 //
 // starts package proxy in front of the apiserver of the kubeconfig's context
 // and gives each --client (repeated or comma-separated; at least one) its
@@ -156,7 +156,9 @@
 // --fields adds dotted JSON paths whose values the trace records from each
 // response (proxy.Proxy.Fields); -v raises the verbosity of the proxy's log
 // (0: warnings, such as a stream it could not parse; 1: also connection
-// errors).
+// errors). --profile writes the proxy's own CPU profile of the whole run
+// and its allocation profile to DIR/cpu.pprof and DIR/allocs.pprof when it
+// stops, for go tool pprof (make bench reads them).
 //
 // # stalefuzz report
 //
