@@ -135,6 +135,81 @@ func TestKubeRayTwoHeads(t *testing.T) {
 	}
 }
 
+// lostHeadCreate is finding 3's schedule (README.md): no action, the
+// answer to the operator's first Pod create (its head Pod) lost after the
+// apiserver applied it, and every watch of the operator 31 ms late.
+const lostHeadCreate = "action=0; at=0; lose the answer to kuberay's 1st create pods; latency 31ms on every watch of kuberay"
+
+// TestKubeRayLostHeadCreate is finding 3's regression row: the apiserver
+// creates the head Pod (generateName) and the operator is answered 504
+// Timeout, as the apiserver's request timeout answers while etcd commits
+// slowly. createHeadPod records its scale expectation only after a create
+// that succeeded (raycluster_controller.go:1344-1349 at v1.6.2), so the
+// reconcile requeued by the error lists no head Pod from its cache (the
+// first one's ADDED event not there yet) and creates a second one: two live
+// head Pods, and every later reconcile stops at "2 head pods found …
+// Please delete extra head pods" (:754-763), the scale never carried out.
+// 18/20 replays. Its control, the fix upstream already has behind a flag:
+// with ENABLE_DETERMINISTIC_HEAD_POD_NAME=true the second create meets 409
+// AlreadyExists and no second head is made (0/20).
+func TestKubeRayLostHeadCreate(t *testing.T) {
+	for _, c := range []struct {
+		name, deterministic string
+		twoHeads            bool
+		tries               int
+	}{
+		{"default", "", true, 3},
+		{"deterministic head Pod name", "true", false, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tg, err := target.Load("target.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Lost answers are in the composed space, not the target's.
+			tg.Faults.Space = "composed"
+			tg.Controllers[0].Env = map[string]string{"ENABLE_DETERMINISTIC_HEAD_POD_NAME": c.deterministic}
+			sc, err := tg.Scenario()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sched, err := sc.ParseSchedule(lostHeadCreate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := envOf(t, tg)
+			twoHeads := func(res *fuzz.Result) bool {
+				for _, v := range res.Violations {
+					if v.Oracle == "count" && strings.Count(v.Message, "raycluster-head") == 2 {
+						return true
+					}
+				}
+				return false
+			}
+			res, runs, err := e.RunUntil(context.Background(), sched, c.tries, twoHeads, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			lost, refused := false, false
+			for _, r := range res.Trace.Requests {
+				if r.Client != "kuberay" || r.Verb != "create" || r.Resource != "pods" || r.Subresource != "" {
+					continue
+				}
+				lost = lost || r.FaultKind == trace.FaultLose && r.Code == 201
+				refused = refused || r.Code == 409
+			}
+			stuck := false
+			for _, l := range res.Logs.Lines {
+				stuck = stuck || strings.Contains(l.Text, "head pods found") && strings.Contains(l.Text, "Please delete extra head pods")
+			}
+			if !lost || twoHeads(res) != c.twoHeads || stuck != c.twoHeads || refused == c.twoHeads {
+				t.Errorf("schedule %s, %d run(s): head create applied and its answer lost %v, two live head Pods %v, the operator refusing to go on %v, a second create refused with 409 %v; want true, %v, %v, %v\n%s",
+					sched, runs, lost, twoHeads(res), stuck, refused, c.twoHeads, c.twoHeads, !c.twoHeads, summary(sched, res))
+			}
+		})
+	}
+}
+
 // TestKubeRayDuplicate is the finding's regression row: restarted right
 // after its second Pod create (the first worker) onto an apiserver that has
 // not seen that create, the operator's in-memory scale expectations are
