@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -107,6 +108,7 @@ func BenchmarkProxyUnderLoad(b *testing.B) {
 		// One row a path: synced objects/s, events/s, event lag p99, GET
 		// p50 and p99.
 		var table []string
+		rates := map[string][3]float64{} // path → synced objects/s, events/s, event lag p99 ms
 		var get map[string][]time.Duration
 		var afterSync, afterUpdates procMemory
 		for _, path := range []struct {
@@ -137,6 +139,7 @@ func BenchmarkProxyUnderLoad(b *testing.B) {
 			}
 			l.stop()
 			table = append(table, fmt.Sprintf("%-7s %17.0f %9.0f %15.1f", path.name, l.syncRate, rate, ms(lag)))
+			rates[path.name] = [3]float64{l.syncRate, rate, ms(lag)}
 		}
 		b.Logf("%d informers over %d ConfigMaps:\n"+
 			"path    synced objects/s  events/s  event lag p99 ms\n%s\n"+
@@ -145,6 +148,7 @@ func BenchmarkProxyUnderLoad(b *testing.B) {
 			loadInformers, loadObjects, strings.Join(table, "\n"),
 			ms(pct(get["direct"], 0.5)), ms(pct(get["direct"], 0.99)), ms(pct(get["proxy"], 0.5)), ms(pct(get["proxy"], 0.99)),
 			ms(pct(get["proxy"], 0.99)-pct(get["direct"], 0.99)), afterSync, afterUpdates)
+		fmt.Print(goals(rates["proxy"], rates["direct"], afterSync))
 	}
 	// The profiles are written when the proxy stops.
 	if err := rc.cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -333,3 +337,22 @@ func pct(d []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// goals says how this run's ratios stand against issue 33's goals: synced
+// objects/s ≥ 0.9 of direct, event lag p99 ≤ 1.2× direct, proxy RSS after
+// the sync ≤ 80 MB (watch throughput ≥ 0.95 is BenchmarkWatchThroughput's
+// proxy/direct). One run's ratios vary by ±15-28% on a 2-core machine.
+func goals(proxied, direct [3]float64, sync procMemory) string {
+	verdict := func(got, goal float64, atMost bool) string {
+		if atMost == (got <= goal) {
+			return "met"
+		}
+		return fmt.Sprintf("missed by %.2f", math.Abs(got-goal))
+	}
+	synced, events, lag := proxied[0]/direct[0], proxied[1]/direct[1], proxied[2]/direct[2]
+	rss := float64(sync.RSS) / (1 << 20)
+	return fmt.Sprintf("proxy/direct in this run (one run varies by ±15-28%%: compare 10 with benchstat):\n"+
+		"  synced objects/s %.2f (goal ≥ 0.90: %s)\n  events/s %.2f\n  event lag p99 %.2f× (goal ≤ 1.20×: %s)\n"+
+		"  proxy RSS after the sync %.0f MB (goal ≤ 80 MB: %s)\n",
+		synced, verdict(synced, 0.9, false), events, lag, verdict(lag, 1.2, true), rss, verdict(rss, 80, true))
+}
