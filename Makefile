@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 
-.PHONY: help assets source-controller deps test test-volume bench trace-memory lint
+.PHONY: help assets source-controller deps test test-volume bench trace-memory lint upstream-test-kuberay
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
@@ -26,6 +26,10 @@ test-volume: deps assets source-controller ## the scenarios' statistics (19 in 2
 bench: assets ## print the proxy's throughput and latency figures against a direct connection, then under load (100 informers over 5,000 ConfigMaps through stalefuzz proxy), and where the proxy's CPU and allocations go per event (from its profiles)
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/
 	$(GO) test -run='^$$' -bench=ProxyUnderLoad -benchtime=1x -timeout=15m ./proxy/cmd/stalefuzz/
+
+upstream-test-kuberay: ## KubeRay finding 3 as a test in KubeRay's own style (its fake client), run inside ray-operator v1.6.2: the default case fails there (two head Pods), the deterministic-name case passes
+	@hack/upstream-test.sh github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray \
+		scenarios/kuberay/testdata/upstream/raycluster_lost_head_create_test.go -run 'TestReconcile_HeadPodCreateAnswerLost' -v
 
 TRACE_MEMORY_FOR ?= 30m
 trace-memory: assets ## the standalone proxy's memory (RSS, Go heap) every minute for TRACE_MEMORY_FOR (default 30m) at 100 watch events a second, its trace written as it grows and kept in memory
