@@ -124,7 +124,15 @@ func BenchmarkWatchThroughput(b *testing.B) {
 	iters := float64(b.N)
 	b.ReportMetric(n*iters/tDirect.Seconds(), "direct-events/s")
 	b.ReportMetric(n*iters/tProxy.Seconds(), "proxy-events/s")
-	b.ReportMetric(tDirect.Seconds()/tProxy.Seconds(), "proxy/direct")
+	ratio := tDirect.Seconds() / tProxy.Seconds()
+	b.ReportMetric(ratio, "proxy/direct")
+	verdict := "met"
+	if ratio < 0.95 {
+		// README.md, "The proxy's own cost": each watch through the proxy
+		// is an HTTP/1.1 connection with a TLS handshake of its own.
+		verdict = fmt.Sprintf("missed by %.2f", 0.95-ratio)
+	}
+	b.Logf("proxy/direct %.2f (goal ≥ 0.95: %s; one run varies by ±15-28%% on a 2-core machine: compare 10 with benchstat)", ratio, verdict)
 }
 
 // BenchmarkAddedLatency measures GET and PATCH of one ConfigMap directly and
