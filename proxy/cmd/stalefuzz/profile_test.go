@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/google/pprof/profile"
 )
@@ -141,4 +143,30 @@ func costTable(costs []profileCost, total profileCost, events int) string {
 			float64(c.allocBytes)/float64(events), float64(c.allocObject)/float64(events))
 	}
 	return b.String()
+}
+
+// TestProfileWritesBothProfiles: --profile's startProfile writes a CPU
+// and an allocation profile that make bench's reader parses, the
+// allocations of the run in them.
+func TestProfileWritesBothProfiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "profile")
+	stop, err := startProfile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep [][]byte
+	for i := range 1000 { // 64 MB: the profile samples one allocation in 512 KiB
+		keep = append(keep, make([]byte, 64<<10+i))
+	}
+	runtime.KeepAlive(keep)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	costs, total, err := proxyCosts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total.allocBytes < 32<<20 || len(costs) == 0 {
+		t.Errorf("allocation profile: %d bytes in %d categories, want at least %d bytes", total.allocBytes, len(costs), 32<<20)
+	}
 }
