@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 
-.PHONY: help assets source-controller deps test test-volume bench trace-memory lint upstream-test-kuberay
+.PHONY: help assets source-controller deps test test-volume bench trace-memory lint upstream-tests
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
@@ -27,9 +27,15 @@ bench: assets ## print the proxy's throughput and latency figures against a dire
 	$(GO) test -run='^$$' -bench=. -benchtime=20x ./proxy/
 	$(GO) test -run='^$$' -bench=ProxyUnderLoad -benchtime=1x -timeout=15m ./proxy/cmd/stalefuzz/
 
-upstream-test-kuberay: ## KubeRay finding 3 as a test in KubeRay's own style (its fake client), run inside ray-operator v1.6.2: the default case fails there (two head Pods), the deterministic-name case passes
-	@hack/upstream-test.sh github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray \
-		scenarios/kuberay/testdata/upstream/raycluster_lost_head_create_test.go -run 'TestReconcile_HeadPodCreateAnswerLost' -v
+UPSTREAM = hack/upstream-test.sh
+KUBERAY_TEST = github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray scenarios/kuberay/testdata/upstream/raycluster_lost_head_create_test.go
+PROMOP_TEST = github.com/prometheus-operator/prometheus-operator@v0.93.0 pkg/operator scenarios/prometheusoperator/testdata/upstream/resource_reconciler_tombstone_test.go
+upstream-tests: ## each new finding's test in its project's own style, run inside the release's module: it must fail at the release and pass with the fix (minutes: a build per project)
+	$(UPSTREAM) --expect fail $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/generated'
+	$(UPSTREAM) --expect pass $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/deterministic'
+	$(UPSTREAM) --expect fail $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
+	$(UPSTREAM) --expect pass --patch scenarios/prometheusoperator/fix/tombstone.patch $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
+	@echo "upstream-tests: every finding's test fails at its release and passes with its fix"
 
 TRACE_MEMORY_FOR ?= 30m
 trace-memory: assets ## the standalone proxy's memory (RSS, Go heap) every minute for TRACE_MEMORY_FOR (default 30m) at 100 watch events a second, its trace written as it grows and kept in memory

@@ -44,13 +44,23 @@ func isLocal(spec string) bool {
 	return strings.HasPrefix(spec, "./") || strings.HasPrefix(spec, "../")
 }
 
-// binary is where Prepare caches the binary of Go controller spec: BinaryPath
-// for a module at a version; for a local directory,
+// binary is where Prepare caches the binary of Go controller c: BinaryPath
+// for a module at a version; with patches, beside it under
+// patched-<patchHash>/; for a local directory,
 // $XDG_DATA_HOME/stalefuzz/bin/local/<localKey>-<sourceHash>/<dir>, so that
 // an edit builds it again (and the build it replaces is removed).
-func (t *Target) binary(spec string) (string, error) {
+func (t *Target) binary(c Controller) (string, error) {
+	spec := c.Go
 	if !isLocal(spec) {
-		return BinaryPath(spec), nil
+		if len(c.Patches) == 0 {
+			return BinaryPath(spec), nil
+		}
+		sum, err := t.patchHash(c.Patches)
+		if err != nil {
+			return "", err
+		}
+		bin := BinaryPath(spec)
+		return filepath.Join(filepath.Dir(bin), "patched-"+sum, filepath.Base(bin)), nil
 	}
 	dir := t.path(spec)
 	sum, err := sourceHash(dir)
@@ -59,6 +69,20 @@ func (t *Target) binary(spec string) (string, error) {
 	}
 	base := filepath.Base(dir)
 	return filepath.Join(binDir(), "local", localKey(dir)+"-"+sum, base), nil
+}
+
+// patchHash is a hash of the patches' contents, in order: 16 hex digits.
+func (t *Target) patchHash(patches []string) (string, error) {
+	h := sha256.New()
+	for _, p := range patches {
+		b, err := os.ReadFile(t.path(p))
+		if err != nil {
+			return "", fmt.Errorf("unable to read patch: %w", err)
+		}
+		fmt.Fprintf(h, "%d\n", len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
 // localKey names a local controller's directory among the cached builds:
@@ -170,19 +194,30 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 		if c.Go == "" {
 			continue
 		}
-		bin, err := t.binary(c.Go)
+		bin, err := t.binary(c)
 		if err != nil {
 			return fmt.Errorf("target %s: controllers[%d] %s: %w", t.Name, i, c.Name, err)
 		}
 		if _, err := os.Stat(bin); err == nil {
 			continue
 		}
-		fmt.Fprintf(progress, "stalefuzz: building controller %s from %s (once: cached at %s; minutes the first time)\n", c.Name, c.Go, bin)
-		if isLocal(c.Go) {
+		with := ""
+		if len(c.Patches) > 0 {
+			with = " with " + strings.Join(c.Patches, ", ")
+		}
+		fmt.Fprintf(progress, "stalefuzz: building controller %s from %s%s (once: cached at %s; minutes the first time)\n", c.Name, c.Go, with, bin)
+		switch {
+		case isLocal(c.Go):
 			if err = buildLocal(ctx, t.path(c.Go), bin); err == nil {
 				pruneLocal(t.path(c.Go), bin)
 			}
-		} else {
+		case len(c.Patches) > 0:
+			patches := make([]string, len(c.Patches))
+			for j, p := range c.Patches {
+				patches[j] = t.path(p)
+			}
+			err = buildInto(bin, func(built, tmp string) error { return buildInCopy(ctx, c.Go, built, tmp, patches) })
+		default:
 			err = build(ctx, c.Go, bin)
 		}
 		if err != nil {
@@ -213,7 +248,7 @@ func build(ctx context.Context, spec, bin string) error {
 		if !bytes.Contains(out, []byte("replace directives")) && !bytes.Contains(out, []byte("must not contain directives")) {
 			return fmt.Errorf("go install %s: %w\n%s", spec, err, out)
 		}
-		return buildInCopy(ctx, spec, built, tmp)
+		return buildInCopy(ctx, spec, built, tmp, nil)
 	})
 }
 
@@ -294,8 +329,9 @@ func buildLocal(ctx context.Context, dir, bin string) error {
 }
 
 // buildInCopy builds spec's main package inside a writable copy of its
-// module, so that the module's own go.mod (its replace directives) applies.
-func buildInCopy(ctx context.Context, spec, out, tmp string) error {
+// module, so that the module's own go.mod (its replace directives) applies,
+// after applying patches (files, in order; patch -p1) to the copy.
+func buildInCopy(ctx context.Context, spec, out, tmp string, patches []string) error {
 	pkg, version, _ := strings.Cut(spec, "@")
 	mod, dir := pkg, ""
 	for {
@@ -317,12 +353,32 @@ func buildInCopy(ctx context.Context, spec, out, tmp string) error {
 	if err := dropMissingReplaces(src); err != nil {
 		return fmt.Errorf("module %s@%s: %w", mod, version, err)
 	}
+	for _, p := range patches {
+		if err := applyPatch(ctx, src, p); err != nil {
+			return fmt.Errorf("module %s@%s: %w", mod, version, err)
+		}
+	}
 	rel := "./" + strings.TrimPrefix(strings.TrimPrefix(pkg, mod), "/")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, rel)
 	cmd.Dir = src
 	cmd.Env = append(goEnv(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s in a copy of %s@%s: %w\n%s", rel, mod, version, err, b)
+	}
+	return nil
+}
+
+// applyPatch applies the unified diff in file to the tree in dir (patch
+// -p1): every hunk must apply, exactly or with an offset, and none may be
+// applied already.
+func applyPatch(ctx context.Context, dir, file string) error {
+	cmd := exec.CommandContext(ctx, "patch", "-p1", "--batch", "--forward", "--fuzz=0", "--no-backup-if-mismatch", "-r", "-", "-i", file)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return fmt.Errorf("unable to apply patch %s: the patch command is not installed (apt-get install patch)", file)
+		}
+		return fmt.Errorf("patch %s does not apply (patch -p1 in the module's root): %w\n%s", file, err, out)
 	}
 	return nil
 }

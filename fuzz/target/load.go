@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -87,6 +88,9 @@ func Parse(name, dir string, data []byte) (*Target, error) {
 		return nil, errors.Join(errs...)
 	}
 	t.Dir = dir
+	if err := t.addEnvPatches(os.Getenv(PatchesEnv)); err != nil {
+		return nil, &Error{File: name, Err: err}
+	}
 	if err := t.validate(&positions{file: name, root: root.Content[0]}); err != nil {
 		return nil, err
 	}
@@ -216,4 +220,39 @@ func (p *positions) at(err error, path ...any) *Error {
 		}
 	}
 	return &Error{File: p.file, Line: line, Field: field.String(), Err: err}
+}
+
+// PatchesEnv names the environment variable whose patches Parse adds to a
+// target file's controllers: NAME=PATH entries separated by ":" (PATH
+// absolute, or relative to the working directory), each appended to
+// controller NAME's Patches. stalefuzz --patch sets it, so that the
+// processes a command starts build and run the same patched binary.
+const PatchesEnv = "STALEFUZZ_PATCHES"
+
+// addEnvPatches appends the patches of env (PatchesEnv's format) to the
+// controllers they name.
+func (t *Target) addEnvPatches(env string) error {
+	if env == "" {
+		return nil
+	}
+	for _, e := range strings.Split(env, ":") {
+		name, file, ok := strings.Cut(e, "=")
+		if !ok || name == "" || file == "" {
+			return fmt.Errorf("%s: entry %q: want NAME=PATH (a controller's name, a patch file)", PatchesEnv, e)
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return fmt.Errorf("%s: patch %s: %w", PatchesEnv, file, err)
+		}
+		i := slices.IndexFunc(t.Controllers, func(c Controller) bool { return c.Name == name })
+		if i < 0 {
+			var names []string
+			for _, c := range t.Controllers {
+				names = append(names, c.Name)
+			}
+			return fmt.Errorf("%s: patch %s for controller %q: the target has no such controller (it has: %s)", PatchesEnv, file, name, strings.Join(names, ", "))
+		}
+		t.Controllers[i].Patches = append(t.Controllers[i].Patches, abs)
+	}
+	return nil
 }

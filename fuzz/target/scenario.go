@@ -268,7 +268,7 @@ func (t *Target) processes() ([]process, error) {
 		case c.Setup != nil:
 			// in-process: no binary
 		case c.Go != "":
-			p, err := t.binary(c.Go)
+			p, err := t.binary(c)
 			if err != nil {
 				return nil, fmt.Errorf("target %s: controllers[%d] %s: %w", t.Name, i, c.Name, err)
 			}

@@ -90,6 +90,16 @@ type Controller struct {
 	// them builds it again. Args are appended to it.
 	Go string `yaml:"go"`
 
+	// Patches are unified diffs (as git diff or diff -u writes them: paths
+	// relative to the module's root under a/ and b/), applied in order with
+	// patch -p1 to a copy of Go's module before it is built: a fix tried
+	// against the release. Only with Go "module/path/cmd@version". Paths
+	// are relative to Dir. The binary is cached apart from the release's,
+	// by a hash of the patches' contents, so an edit builds it again.
+	// STALEFUZZ_PATCHES (set by the command's --patch NAME=FILE) adds
+	// more, after the file's.
+	Patches []string `yaml:"patches"`
+
 	// Args are more arguments, after Command's or Go's binary. ${knob} is
 	// a knob's value, ${namespace} the execution's namespace, ${git.NAME} a
 	// git fixture's URL; and, for each process (each replica), ${dir} a

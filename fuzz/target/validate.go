@@ -144,6 +144,14 @@ func (t *Target) validate(p *positions) error {
 		case c.Go != "" && !validGo(c.Go):
 			bad(fmt.Errorf("want module/path/cmd@version or a directory ./dir, got %q", c.Go), "controllers", i, "go")
 		}
+		for j, p := range c.Patches {
+			switch {
+			case c.Go == "" || isLocal(c.Go):
+				bad(errors.New("patches apply to a Go module at a version (go: module/path/cmd@version): edit a local directory or a command's sources instead"), "controllers", i, "patches", j)
+			case !fileExists(t.path(p)):
+				bad(fmt.Errorf("no patch file %s", t.path(p)), "controllers", i, "patches", j)
+			}
+		}
 		if c.Kubeconfig.Env != "" && c.Kubeconfig.Flag != "" {
 			bad(errors.New("both env and flag: want one"), "controllers", i, "kubeconfig")
 		}

@@ -642,7 +642,7 @@ func replay(ctx context.Context, stdout, stderr io.Writer, file, input string, b
 	if t.unjudged > 0 {
 		notJudged = fmt.Sprintf(" (%d more could not be judged: harness errors, not findings)", t.unjudged)
 	}
-	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s%s\ninput from: %s\n", t.violated, t.violated+t.clean, input, notJudged, origin)
+	fmt.Fprintf(stdout, "result: reproduced in %d/%d runs of %s%s\ninput from: %s\n%s", t.violated, t.violated+t.clean, input, notJudged, origin, patchNote())
 	if len(t.byOracle) > 0 {
 		// Which violation: a run may reproduce by another oracle than the
 		// finding's.
@@ -801,7 +801,7 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 	if !ok {
 		return exitError{exitHarness, fmt.Errorf("measuring the false alarms of %s gave no figure (%v); its output is above", file, runErr)}
 	}
-	fmt.Fprintf(stdout, "result: %s: %s\n", file, f)
+	fmt.Fprintf(stdout, "result: %s: %s\n%s", file, f, patchNote())
 	for _, a := range f.Alarms {
 		what := "race (a finding under ordinary latency)"
 		if answer != "" {
@@ -819,9 +819,9 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 		}
 		switch {
 		case a.Files.Input != "":
-			fmt.Fprintf(stdout, "  replay it: stalefuzz replay %s %s --count 20\n", file, a.Files.Input)
+			fmt.Fprintf(stdout, "  replay it: stalefuzz replay %s %s --count 20%s\n", file, a.Files.Input, patchArgs())
 		default:
-			fmt.Fprintf(stdout, "  replay it: stalefuzz replay %s --schedule %q --count 20\n", file, a.Schedule)
+			fmt.Fprintf(stdout, "  replay it: stalefuzz replay %s --schedule %q --count 20%s\n", file, a.Schedule, patchArgs())
 		}
 	}
 	if races := f.RaceExecutions(); races > 0 || len(f.ByOracle) > 0 {

@@ -98,7 +98,11 @@ which 'stalefuzz report' draws and 'stalefuzz audit' audits for blind writes.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{cmd: cmd.CommandPath(), err: err}
 	})
-	root.AddCommand(newProxyCmd(), newReportCmd(), newAuditCmd(), newFuzzCmd(), newReplayCmd(), newFalseAlarmsCmd(), newTruthTableCmd(), newPrepareCmd(), newEncodeCmd())
+	fuzzCmd, replayCmd, falseAlarmsCmd, truthTableCmd, prepareCmd := newFuzzCmd(), newReplayCmd(), newFalseAlarmsCmd(), newTruthTableCmd(), newPrepareCmd()
+	for _, c := range []*cobra.Command{fuzzCmd, replayCmd, falseAlarmsCmd, truthTableCmd, prepareCmd} {
+		withPatchFlag(c)
+	}
+	root.AddCommand(newProxyCmd(), newReportCmd(), newAuditCmd(), fuzzCmd, replayCmd, falseAlarmsCmd, truthTableCmd, prepareCmd, newEncodeCmd())
 	return root
 }
 
