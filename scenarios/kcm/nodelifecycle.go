@@ -21,10 +21,11 @@ import (
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
-// The node lifecycle controller's timings, scaled down from a cluster's
-// (node-monitor-grace-period 50 s, node-monitor-period 5 s, a kubelet
-// renewing its Lease every 10 s) so that a node's death and its detection
-// fit one execution: the same ratios of renewal to grace period.
+// The node lifecycle controller's timings, its defaults scaled down 50
+// times (node-monitor-grace-period 50 s, node-monitor-period 5 s) so that a
+// node's death and its detection fit one execution. The stand-in renews a
+// live Lease every 100 ms, 5 s at that scale: twice as often as a real
+// kubelet (every 10 s, a quarter of its 40 s Lease).
 const (
 	// NodeGrace is --node-monitor-grace-period and
 	// --node-startup-grace-period.
