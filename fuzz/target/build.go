@@ -224,8 +224,10 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 			return fmt.Errorf("target %s: controllers[%d] %s: unable to build %s: %w", t.Name, i, c.Name, c.Go, err)
 		}
 	}
+	seen := map[string]bool{}
 	for i, crd := range t.CRDs {
-		if mod, _, ok := strings.Cut(crd, ":"); ok {
+		if mod, _, ok := strings.Cut(crd, ":"); ok && !seen[mod] {
+			seen[mod] = true
 			fmt.Fprintf(progress, "stalefuzz: downloading %s for its CRDs\n", mod)
 			if _, err := moduleDir(ctx, mod); err != nil {
 				return fmt.Errorf("target %s: crds[%d]: %w", t.Name, i, err)
