@@ -51,35 +51,43 @@ func isLocal(spec string) bool {
 // an edit builds it again (and the build it replaces is removed).
 func (t *Target) binary(c Controller) (string, error) {
 	spec := c.Go
-	if !isLocal(spec) {
-		if len(c.Patches) == 0 {
-			return BinaryPath(spec), nil
-		}
+	patched := ""
+	if len(c.Patches) > 0 {
 		sum, err := t.patchHash(c.Patches)
 		if err != nil {
 			return "", err
 		}
+		patched = "patched-" + sum
+	}
+	if !isLocal(spec) {
 		bin := BinaryPath(spec)
-		return filepath.Join(filepath.Dir(bin), "patched-"+sum, filepath.Base(bin)), nil
+		if patched == "" {
+			return bin, nil
+		}
+		return filepath.Join(filepath.Dir(bin), patched, filepath.Base(bin)), nil
 	}
 	dir := t.path(spec)
 	sum, err := sourceHash(dir)
 	if err != nil {
 		return "", fmt.Errorf("unable to hash the sources of %s: %w", dir, err)
 	}
+	if patched != "" {
+		sum += "-" + patched
+	}
 	base := filepath.Base(dir)
 	return filepath.Join(binDir(), "local", localKey(dir)+"-"+sum, base), nil
 }
 
-// patchHash is a hash of the patches' contents, in order: 16 hex digits.
-func (t *Target) patchHash(patches []string) (string, error) {
+// patchHash is a hash of the patches, in order: each one's module and
+// contents. 16 hex digits.
+func (t *Target) patchHash(patches []SourcePatch) (string, error) {
 	h := sha256.New()
 	for _, p := range patches {
-		b, err := os.ReadFile(t.path(p))
+		b, err := os.ReadFile(t.path(p.File))
 		if err != nil {
 			return "", fmt.Errorf("unable to read patch: %w", err)
 		}
-		fmt.Fprintf(h, "%d\n", len(b))
+		fmt.Fprintf(h, "%s\n%d\n", p.Module, len(b))
 		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
@@ -94,12 +102,14 @@ func localKey(dir string) string {
 	return filepath.Base(dir) + "-" + hex.EncodeToString(h[:4])
 }
 
-// pruneLocal removes the cached builds of dir other than bin's.
+// pruneLocal removes the cached builds of dir from other sources than
+// bin's: builds of the same sources with other patches, or none, stay.
 func pruneLocal(dir, bin string) {
-	keep := filepath.Dir(bin)
+	keep := filepath.Base(filepath.Dir(bin))
+	keep, _, _ = strings.Cut(keep, "-patched-")
 	old, _ := filepath.Glob(filepath.Join(binDir(), "local", localKey(dir)+"-*"))
 	for _, o := range old {
-		if o != keep {
+		if name, _, _ := strings.Cut(filepath.Base(o), "-patched-"); name != keep {
 			os.RemoveAll(o)
 		}
 	}
@@ -202,20 +212,21 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 			continue
 		}
 		with := ""
-		if len(c.Patches) > 0 {
-			with = " with " + strings.Join(c.Patches, ", ")
+		patches := make([]SourcePatch, len(c.Patches))
+		for j, p := range c.Patches {
+			patches[j] = SourcePatch{File: t.path(p.File), Module: p.Module}
+			with += ", " + p.String()
+		}
+		if with != "" {
+			with = " with " + with[2:]
 		}
 		fmt.Fprintf(progress, "stalefuzz: building controller %s from %s%s (once: cached at %s; minutes the first time)\n", c.Name, c.Go, with, bin)
 		switch {
 		case isLocal(c.Go):
-			if err = buildLocal(ctx, t.path(c.Go), bin); err == nil {
+			if err = buildLocal(ctx, t.path(c.Go), bin, patches); err == nil {
 				pruneLocal(t.path(c.Go), bin)
 			}
 		case len(c.Patches) > 0:
-			patches := make([]string, len(c.Patches))
-			for j, p := range c.Patches {
-				patches[j] = t.path(p)
-			}
 			err = buildInto(bin, func(built, tmp string) error { return buildInCopy(ctx, c.Go, built, tmp, patches) })
 		default:
 			err = build(ctx, c.Go, bin)
@@ -317,12 +328,38 @@ func removeOrphanBuilds(dir string) {
 }
 
 // buildLocal builds the main package in dir into bin with go build, the
-// go.mod and go.sum of its module as they are (no workspace).
-func buildLocal(ctx context.Context, dir, bin string) error {
-	return buildInto(bin, func(built, _ string) error {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", built, ".")
+// go.mod and go.sum of its module as they are (no workspace). Patches
+// (each to a module it requires) are applied to copies of those modules,
+// replaced into a copy of the go.mod that the build reads (-modfile): the
+// directory itself is not changed.
+func buildLocal(ctx context.Context, dir, bin string, patches []SourcePatch) error {
+	return buildInto(bin, func(built, tmp string) error {
+		args := []string{"build", "-o", built}
+		env := append(goEnv(), "GOWORK=off")
+		if len(patches) > 0 {
+			root, err := moduleRoot(dir)
+			if err != nil {
+				return err
+			}
+			modfile := filepath.Join(tmp, "go.mod")
+			for _, f := range []string{"go.mod", "go.sum"} {
+				b, err := os.ReadFile(filepath.Join(root, f))
+				if err != nil && !(f == "go.sum" && errors.Is(err, fs.ErrNotExist)) {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
+					return err
+				}
+			}
+			env = append(env, "GOFLAGS=-mod=mod")
+			if err := replacePatched(ctx, dir, tmp, "-modfile="+modfile, env, patches); err != nil {
+				return err
+			}
+			args = append(args, "-modfile="+modfile)
+		}
+		cmd := exec.CommandContext(ctx, "go", append(args, ".")...)
 		cmd.Dir = dir
-		cmd.Env = append(goEnv(), "GOWORK=off")
+		cmd.Env = env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build in %s: %w\n%s", dir, err, out)
 		}
@@ -330,10 +367,70 @@ func buildLocal(ctx context.Context, dir, bin string) error {
 	})
 }
 
+// replacePatched applies each patch with a Module to a copy (under tmp) of
+// the version of that module the build in dir selects, and replaces the
+// module with the copy in the build's go.mod (modfile: "" for dir's own,
+// or "-modfile=PATH"). Patches without a Module are left to the caller.
+func replacePatched(ctx context.Context, dir, tmp, modfile string, env []string, patches []SourcePatch) error {
+	copies := map[string]string{}
+	for _, p := range patches {
+		if p.Module == "" {
+			continue
+		}
+		dst, ok := copies[p.Module]
+		if !ok {
+			args := []string{"list", "-m", "-json"}
+			if modfile != "" {
+				args = append(args, modfile)
+			}
+			cmd := exec.CommandContext(ctx, "go", append(args, p.Module)...)
+			cmd.Dir, cmd.Env = dir, env
+			out, err := cmd.Output()
+			if err != nil {
+				return fmt.Errorf("patch %s: the build requires no module %s (go list -m %s): %w", p.File, p.Module, p.Module, err)
+			}
+			var m struct {
+				Path, Version, Dir string
+				Replace            *struct{ Path, Version, Dir string }
+			}
+			if err := json.Unmarshal(out, &m); err != nil {
+				return fmt.Errorf("patch %s: go list -m %s: %w", p.File, p.Module, err)
+			}
+			src := m.Dir
+			if m.Replace != nil {
+				src = m.Replace.Dir
+			}
+			if src == "" {
+				if src, err = moduleDir(ctx, m.Path+"@"+m.Version); err != nil {
+					return fmt.Errorf("patch %s: %w", p.File, err)
+				}
+			}
+			dst = filepath.Join(tmp, "patched", strconv.Itoa(len(copies)))
+			if err := copyTree(src, dst); err != nil {
+				return fmt.Errorf("patch %s: unable to copy module %s: %w", p.File, p.Module, err)
+			}
+			copies[p.Module] = dst
+			edit := []string{"mod", "edit"}
+			if modfile != "" {
+				edit = append(edit, modfile)
+			}
+			cmd = exec.CommandContext(ctx, "go", append(edit, "-replace="+p.Module+"="+dst)...)
+			cmd.Dir, cmd.Env = dir, env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("patch %s: go mod edit -replace %s: %w\n%s", p.File, p.Module, err, out)
+			}
+		}
+		if err := applyPatch(ctx, dst, p.File); err != nil {
+			return fmt.Errorf("module %s: %w", p.Module, err)
+		}
+	}
+	return nil
+}
+
 // buildInCopy builds spec's main package inside a writable copy of its
 // module, so that the module's own go.mod (its replace directives) applies,
 // after applying patches (files, in order; patch -p1) to the copy.
-func buildInCopy(ctx context.Context, spec, out, tmp string, patches []string) error {
+func buildInCopy(ctx context.Context, spec, out, tmp string, patches []SourcePatch) error {
 	pkg, version, _ := strings.Cut(spec, "@")
 	mod, dir := pkg, ""
 	for {
@@ -356,9 +453,15 @@ func buildInCopy(ctx context.Context, spec, out, tmp string, patches []string) e
 		return fmt.Errorf("module %s@%s: %w", mod, version, err)
 	}
 	for _, p := range patches {
-		if err := applyPatch(ctx, src, p); err != nil {
+		if p.Module != "" {
+			continue
+		}
+		if err := applyPatch(ctx, src, p.File); err != nil {
 			return fmt.Errorf("module %s@%s: %w", mod, version, err)
 		}
+	}
+	if err := replacePatched(ctx, src, tmp, "", append(goEnv(), "GOFLAGS=-mod=mod", "GOWORK=off"), patches); err != nil {
+		return err
 	}
 	rel := "./" + strings.TrimPrefix(strings.TrimPrefix(pkg, mod), "/")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, rel)

@@ -223,26 +223,38 @@ func (p *positions) at(err error, path ...any) *Error {
 }
 
 // PatchesEnv names the environment variable whose patches Parse adds to a
-// target file's controllers: NAME=PATH entries separated by ":" (PATH
-// absolute, or relative to the working directory), each appended to
-// controller NAME's Patches. stalefuzz --patch sets it, so that the
-// processes a command starts build and run the same patched binary.
+// target file's controllers: one entry a line, NAME=FILE (a patch to
+// controller NAME's own module) or NAME:MODULE=FILE (to a module it
+// requires), FILE absolute or relative to the working directory, each
+// appended to controller NAME's Patches. A command's --patch sets it, so
+// that the processes it starts build and run the same patched binary.
 const PatchesEnv = "STALEFUZZ_PATCHES"
+
+// ParsePatchEntry parses one entry of PatchesEnv's format (a --patch
+// value): the controller's name and the patch, its file made absolute.
+func ParsePatchEntry(e string) (name string, p SourcePatch, err error) {
+	lhs, file, ok := strings.Cut(e, "=")
+	name, mod, _ := strings.Cut(lhs, ":")
+	if !ok || name == "" || file == "" {
+		return "", SourcePatch{}, fmt.Errorf("patch %q: want NAME=FILE, or NAME:MODULE=FILE for a module the controller requires", e)
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", SourcePatch{}, fmt.Errorf("patch %q: %w", e, err)
+	}
+	return name, SourcePatch{File: abs, Module: mod}, nil
+}
 
 // addEnvPatches appends the patches of env (PatchesEnv's format) to the
 // controllers they name.
 func (t *Target) addEnvPatches(env string) error {
-	if env == "" {
-		return nil
-	}
-	for _, e := range strings.Split(env, ":") {
-		name, file, ok := strings.Cut(e, "=")
-		if !ok || name == "" || file == "" {
-			return fmt.Errorf("%s: entry %q: want NAME=PATH (a controller's name, a patch file)", PatchesEnv, e)
+	for _, e := range strings.Split(env, "\n") {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
 		}
-		abs, err := filepath.Abs(file)
+		name, p, err := ParsePatchEntry(e)
 		if err != nil {
-			return fmt.Errorf("%s: patch %s: %w", PatchesEnv, file, err)
+			return fmt.Errorf("%s: %w", PatchesEnv, err)
 		}
 		i := slices.IndexFunc(t.Controllers, func(c Controller) bool { return c.Name == name })
 		if i < 0 {
@@ -250,9 +262,9 @@ func (t *Target) addEnvPatches(env string) error {
 			for _, c := range t.Controllers {
 				names = append(names, c.Name)
 			}
-			return fmt.Errorf("%s: patch %s for controller %q: the target has no such controller (it has: %s)", PatchesEnv, file, name, strings.Join(names, ", "))
+			return fmt.Errorf("%s: patch %s for controller %q: the target has no such controller (it has: %s)", PatchesEnv, p.File, name, strings.Join(names, ", "))
 		}
-		t.Controllers[i].Patches = append(t.Controllers[i].Patches, abs)
+		t.Controllers[i].Patches = append(t.Controllers[i].Patches, p)
 	}
 	return nil
 }

@@ -90,15 +90,12 @@ type Controller struct {
 	// them builds it again. Args are appended to it.
 	Go string `yaml:"go"`
 
-	// Patches are unified diffs (as git diff or diff -u writes them: paths
-	// relative to the module's root under a/ and b/), applied in order with
-	// patch -p1 to a copy of Go's module before it is built: a fix tried
-	// against the release. Only with Go "module/path/cmd@version". Paths
-	// are relative to Dir. The binary is cached apart from the release's,
-	// by a hash of the patches' contents, so an edit builds it again.
-	// STALEFUZZ_PATCHES (set by the command's --patch NAME=FILE) adds
-	// more, after the file's.
-	Patches []string `yaml:"patches"`
+	// Patches are changes to the controller's sources, applied before it is
+	// built: a fix tried against the release (SourcePatch). Only with Go. The
+	// binary is cached apart from the release's, by a hash of the patches'
+	// contents and modules, so an edit builds it again. STALEFUZZ_PATCHES
+	// (set by a command's --patch) adds more, after the file's.
+	Patches []SourcePatch `yaml:"patches"`
 
 	// Args are more arguments, after Command's or Go's binary. ${knob} is
 	// a knob's value, ${namespace} the execution's namespace, ${git.NAME} a
@@ -136,6 +133,27 @@ type Controller struct {
 	// Watches are the resources (plural, "configmaps") whose watches must
 	// have synced before the workload starts. Zero: none is waited for.
 	Watches []string `yaml:"watches"`
+}
+
+// SourcePatch is a unified diff (as git diff or diff -u writes it: paths
+// relative to the module's root under a/ and b/) applied with patch -p1 to
+// a copy of a module a Go controller is built from.
+type SourcePatch struct {
+	// File is the diff, relative to the target's Dir. Required.
+	File string `yaml:"file"`
+	// Module is the module it changes: one the controller's main package
+	// requires (the version its build selects is copied, patched, and
+	// replaced into the build), such as the library a local main links.
+	// Zero: the module of Go "module/path/cmd@version" itself (for a
+	// local directory, Module is required).
+	Module string `yaml:"module"`
+}
+
+func (p SourcePatch) String() string {
+	if p.Module == "" {
+		return p.File
+	}
+	return p.File + " (to " + p.Module + ")"
 }
 
 // Kubeconfig is how a controller gets the path of its kubeconfig: in an

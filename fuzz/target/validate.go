@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/module"
+
 	"github.com/stalefuzz/stalefuzz/fuzz"
 )
 
@@ -146,10 +148,16 @@ func (t *Target) validate(p *positions) error {
 		}
 		for j, p := range c.Patches {
 			switch {
-			case c.Go == "" || isLocal(c.Go):
-				bad(errors.New("patches apply to a Go module at a version (go: module/path/cmd@version): edit a local directory or a command's sources instead"), "controllers", i, "patches", j)
-			case !fileExists(t.path(p)):
-				bad(fmt.Errorf("no patch file %s", t.path(p)), "controllers", i, "patches", j)
+			case c.Go == "":
+				bad(errors.New("patches apply to a Go controller's modules (go:): edit a command's sources instead"), "controllers", i, "patches", j)
+			case p.File == "":
+				bad(errors.New("want file: the patch (a unified diff)"), "controllers", i, "patches", j, "file")
+			case !fileExists(t.path(p.File)):
+				bad(fmt.Errorf("no patch file %s", t.path(p.File)), "controllers", i, "patches", j, "file")
+			case p.Module == "" && isLocal(c.Go):
+				bad(fmt.Errorf("want module: the module the patch changes (a controller in a directory, %s, is built from its own sources: edit them, or patch a module it requires)", c.Go), "controllers", i, "patches", j, "module")
+			case p.Module != "" && module.CheckPath(p.Module) != nil:
+				bad(fmt.Errorf("module %q: %w", p.Module, module.CheckPath(p.Module)), "controllers", i, "patches", j, "module")
 			}
 		}
 		if c.Kubeconfig.Env != "" && c.Kubeconfig.Flag != "" {

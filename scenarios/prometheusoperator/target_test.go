@@ -220,7 +220,7 @@ func TestPrometheusOperatorLostStatefulSetDeleteFixed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, "fix/tombstone.patch")
+	tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: "fix/tombstone.patch"})
 	e := target.StartEnv(t, tg)
 	sched, err := tg.Input("testdata/lost-delete.input")
 	if err != nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,14 +9,15 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 )
 
-// withPatchFlag gives cmd --patch NAME=FILE (repeatable): the controller
-// NAME of the target file is built with the patch FILE applied to its
-// module (target.Controller.Patches), by this command and by every process
-// it starts (through target.PatchesEnv). A fix is tried this way:
+// withPatchFlag gives cmd --patch NAME=FILE and NAME:MODULE=FILE
+// (repeatable): the target file's Go controller NAME is built with the
+// patch FILE applied to its own module, or to MODULE, one it requires
+// (target.SourcePatch), by this command and by every process it starts
+// (through target.PatchesEnv). A fix is tried this way:
 // `stalefuzz replay T INPUT --count 20 --patch NAME=fix.patch`.
 func withPatchFlag(cmd *cobra.Command) {
 	var patches []string
-	cmd.Flags().StringArrayVar(&patches, "patch", nil, "NAME=FILE: build the target's Go controller NAME with the unified diff FILE applied to its module (patch -p1 at the module's root; repeatable), as a target file's patches do: a fix tried against the release")
+	cmd.Flags().StringArrayVar(&patches, "patch", nil, "NAME=FILE: build the target's Go controller NAME with the unified diff FILE (patch -p1 at the module's root) applied to its module; NAME:MODULE=FILE applies it to MODULE, a module the controller requires (repeatable): a fix tried against the release, as a target file's patches are")
 	pre := cmd.PreRunE
 	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
 		if err := setPatches(cmd, patches); err != nil {
@@ -40,46 +39,53 @@ func setPatches(cmd *cobra.Command, patches []string) error {
 	if v := os.Getenv(target.PatchesEnv); v != "" {
 		entries = append(entries, v)
 	}
-	for _, p := range patches {
-		name, file, ok := strings.Cut(p, "=")
-		if !ok || name == "" || file == "" {
-			return usagef(cmd, "--patch %q: want NAME=FILE (a controller of the target file, a patch file)", p)
-		}
-		abs, err := filepath.Abs(file)
+	for _, v := range patches {
+		name, p, err := target.ParsePatchEntry(v)
 		if err != nil {
-			return usagef(cmd, "--patch %s: %v", p, err)
+			return usagef(cmd, "--patch: %v", err)
 		}
-		if _, err := os.Stat(abs); err != nil {
-			return usagef(cmd, "--patch %s: no patch file: %v", p, err)
+		if _, err := os.Stat(p.File); err != nil {
+			return usagef(cmd, "--patch %s: no patch file: %v", v, err)
 		}
-		if strings.ContainsAny(name+abs, ":") {
-			return usagef(cmd, "--patch %s: a name or path with \":\" cannot be passed on (%s separates entries with it)", p, target.PatchesEnv)
+		if strings.Contains(p.File, "\n") {
+			return usagef(cmd, "--patch %q: a path with a newline cannot be passed on", v)
 		}
-		entries = append(entries, name+"="+abs)
+		lhs := name
+		if p.Module != "" {
+			lhs += ":" + p.Module
+		}
+		entries = append(entries, lhs+"="+p.File)
 	}
-	return os.Setenv(target.PatchesEnv, strings.Join(entries, ":"))
+	return os.Setenv(target.PatchesEnv, strings.Join(entries, "\n"))
+}
+
+// patchEntries are the entries of target.PatchesEnv.
+func patchEntries() []string {
+	var out []string
+	for _, e := range strings.Split(os.Getenv(target.PatchesEnv), "\n") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // patchNote says which controllers are built with patches ("" for none),
 // for a command's result.
 func patchNote() string {
-	v := os.Getenv(target.PatchesEnv)
-	if v == "" {
+	e := patchEntries()
+	if len(e) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("built with patches: %s\n", strings.ReplaceAll(strings.ReplaceAll(v, ":", ", "), "=", " + "))
+	return "built with patches: " + strings.Join(e, ", ") + "\n"
 }
 
 // patchArgs are the --patch flags that give a command the patches this one
-// runs with (" --patch NAME=FILE" each; "" for none), for the replay
-// commands it prints.
+// runs with (" --patch ENTRY" each; "" for none), for the replay commands
+// it prints.
 func patchArgs() string {
-	v := os.Getenv(target.PatchesEnv)
-	if v == "" {
-		return ""
-	}
 	var b strings.Builder
-	for _, e := range strings.Split(v, ":") {
+	for _, e := range patchEntries() {
 		b.WriteString(" --patch " + e)
 	}
 	return b.String()
