@@ -335,3 +335,101 @@ func TestCertManagerTruthTable(t *testing.T) {
 		}
 	}
 }
+
+// unrecordedKey reports whether the run took finding 1's path to its end:
+// the key manager created a next private key Secret (generateName: the
+// Certificate's name and a 5-character suffix, answered 201), its status
+// write of that Certificate then met a 409, so that nothing but the
+// Secret itself recorded the key, and the controller read that
+// Certificate from the apiserver again (the key manager's live read before
+// it makes a key) before the Secret's ADDED event reached it: a retry that
+// could not see the first key in its cache. The release makes a second key
+// in such a run.
+func unrecordedKey(res *fuzz.Result) bool {
+	type key struct {
+		secret         string
+		created, at409 time.Time
+	}
+	keys := map[string]*key{} // by Certificate name: its first key
+	for _, r := range res.Trace.Requests {
+		if r.Client != "certmanager" || r.DryRun {
+			continue
+		}
+		switch {
+		case r.Resource == "secrets" && r.Verb == "create" && r.Code == 201 && len(r.Name) > 6 && r.Name[len(r.Name)-6] == '-':
+			if crt := r.Name[:len(r.Name)-6]; keys[crt] == nil {
+				keys[crt] = &key{secret: r.Name, created: r.Start}
+			}
+		case r.Resource == "certificates" && r.Subresource == "status" && r.Verb == "update" && r.Code == 409:
+			if k := keys[r.Name]; k != nil && k.at409.IsZero() && r.Start.After(k.created) {
+				k.at409 = r.Start
+			}
+		}
+	}
+	seen := func(k *key) time.Time { // when the key's ADDED event reached the controller
+		for _, ev := range res.Trace.Events {
+			if ev.Client == "certmanager" && ev.Resource == "secrets" && ev.Type == "ADDED" && ev.Name == k.secret {
+				if !ev.Released.IsZero() {
+					return ev.Released
+				}
+				return ev.Arrived
+			}
+		}
+		return time.Time{}
+	}
+	for crt, k := range keys {
+		if k.at409.IsZero() {
+			continue
+		}
+		by := seen(k)
+		for _, r := range res.Trace.Requests {
+			if r.Client == "certmanager" && r.Resource == "certificates" && r.Subresource == "" && r.Verb == "get" && r.Name == crt &&
+				r.Start.After(k.at409) && (by.IsZero() || r.Start.Before(by)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestCertManagerTwoKeysFixed verifies the suggested fix for finding 1
+// (fix/adopt-unrecorded-key.patch: when the Certificate's status names no
+// next private key, the key manager looks for a Secret it owns in the
+// apiserver before generating another) against the real apiserver: the
+// controller built with cert-manager v1.21.2 patched, each of finding 1's
+// schedules run until a run takes the finding's path (a key created, then
+// a 409 on the status write that records it), and that run must end with
+// one next private key per Certificate. Up to 8 runs each; a schedule none
+// of whose runs took the path is skipped, saying so.
+func TestCertManagerTwoKeysFixed(t *testing.T) {
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: "fix/adopt-unrecorded-key.patch", Module: "github.com/cert-manager/cert-manager"})
+	e := target.StartEnv(t, tg)
+	input, err := tg.Input("testdata/two-keys.input")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		sched fuzz.Schedule
+	}{
+		{"campaign input", input},
+		{"Secrets events 100 ms late", slowSecrets(0, 100*time.Millisecond)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, runs, err := e.RunUntil(context.Background(), c.sched, 8, unrecordedKey, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", c.sched, err)
+			}
+			if !unrecordedKey(res) {
+				t.Skipf("schedule %s: in none of %d runs did the key manager's status write meet a 409 after its key's create: nothing to judge the fix by\n%s", c.sched, runs, summary(c.sched, res))
+			}
+			if twoKeys(res) {
+				t.Errorf("schedule %s: with the fix, two next private keys for one Certificate\n%s", c.sched, summary(c.sched, res))
+			}
+		})
+	}
+}
