@@ -29,12 +29,15 @@ bench: assets ## print the proxy's throughput and latency figures against a dire
 
 UPSTREAM = hack/upstream-test.sh
 KUBERAY_TEST = github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray scenarios/kuberay/testdata/upstream/raycluster_lost_head_create_test.go
+CERTMANAGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/keymanager scenarios/certmanager/testdata/upstream/keymanager_status_conflict_test.go
 PROMOP_TEST = github.com/prometheus-operator/prometheus-operator@v0.93.0 pkg/operator scenarios/prometheusoperator/testdata/upstream/resource_reconciler_tombstone_test.go
 upstream-tests: ## each new finding's test in its project's own style, run inside the release's module: it must fail at the release and pass with the fix (minutes: a build per project)
 	$(UPSTREAM) --expect fail $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/generated'
 	$(UPSTREAM) --expect pass $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/deterministic'
 	$(UPSTREAM) --expect fail $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
 	$(UPSTREAM) --expect pass --patch scenarios/prometheusoperator/fix/tombstone.patch $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
+	$(UPSTREAM) --expect fail $(CERTMANAGER_TEST) -run 'TestProcessItem_StatusConflictAfterSecretCreate'
+	$(UPSTREAM) --expect pass --patch scenarios/certmanager/fix/adopt-unrecorded-key.patch $(CERTMANAGER_TEST) -run 'TestProcessItem_StatusConflictAfterSecretCreate'
 	@echo "upstream-tests: every finding's test fails at its release and passes with its fix"
 
 TRACE_MEMORY_FOR ?= 30m
