@@ -67,11 +67,25 @@
 // every module a CRD path names. Scenario only resolves those paths and
 // refuses one that Prepare has not made, naming the command that does.
 //
+// A Go controller with Patches is built from copies: each patch is applied
+// (patch -p1, every hunk exactly or at an offset, none already applied) to
+// a copy of its controller's own module, or of the module it names at the
+// version the build selects, which then replaces that module in a copy of
+// the go.mod; nothing of the module cache or of a local directory is
+// changed. The patched binary is cached apart from the unpatched one, by a
+// hash of the patches' modules and contents. A patch that does not apply,
+// or names a module the build does not require, is an error naming the
+// patch.
+//
 // # Environment
 //
 // XDG_DATA_HOME (default ~/.local/share): binaries are cached under
 // $XDG_DATA_HOME/stalefuzz/bin. GOFLAGS, GOPROXY and the rest of the go
 // command's environment apply to Prepare's builds.
+//
+// STALEFUZZ_PATCHES: more Patches, which Parse adds to a file's
+// controllers (PatchesEnv; a command's --patch sets it for the processes
+// it starts).
 //
 // STALEFUZZ_FALSE_ALARMS=N: CheckFalseAlarms runs N executions (unset, the
 // n its caller gives). STALEFUZZ_FALSE_ALARMS_DIR: CheckFalseAlarms writes
