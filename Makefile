@@ -34,6 +34,7 @@ PROMOP_TEST = github.com/prometheus-operator/prometheus-operator@v0.93.0 pkg/ope
 upstream-tests: ## each new finding's test in its project's own style, run inside the release's module: it must fail at the release and pass with the fix (minutes: a build per project)
 	$(UPSTREAM) --expect fail $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/generated'
 	$(UPSTREAM) --expect pass $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/deterministic'
+	$(UPSTREAM) --expect pass --patch scenarios/kuberay/fix/expect-unacknowledged-head.patch $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost'
 	$(UPSTREAM) --expect fail $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
 	$(UPSTREAM) --expect pass --patch scenarios/prometheusoperator/fix/tombstone.patch $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
 	$(UPSTREAM) --expect fail $(CERTMANAGER_TEST) -run 'TestProcessItem_StatusConflictAfterSecretCreate'

@@ -23,7 +23,9 @@ import (
 // managedFields, and every field whose name ends in Time or Timestamp).
 // Objects are matched by name, or, for a generated name, by their
 // controller owner and generateName, in the order of their contents (a
-// replica index orders them; a random suffix does not). Two runs cannot
+// replica index orders them; a random suffix does not). A name a client
+// generated itself the way generateName does ("prefix-" and five
+// characters of apimachinery's random alphabet) counts as generated. Two runs cannot
 // show every nondeterminism (which of two workers a scale-down deletes at
 // random): before a difference is reported, EndStateConfirmations more
 // no-fault runs of the knob settings widen the mask, once per setting, and
@@ -54,9 +56,16 @@ func (e *Env) endSnapshot(ctx context.Context, ns string, gvk schema.GroupVersio
 	if err := e.direct.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("end-state oracle: unable to list %s in %s: %w", gvk.Kind, ns, err)
 	}
+	return endKeyed(list.Items, ignore), nil
+}
+
+// endKeyed flattens objects and keys them: by name, or, for a generated
+// name (generateName, or a name a client generated the same way:
+// clientGeneratedPrefix), by owner, prefix and index.
+func endKeyed(items []unstructured.Unstructured, ignore []string) endObjects {
 	out := endObjects{}
 	groups := map[string][]map[string]string{} // generated names, by owner and generateName
-	for _, o := range list.Items {
+	for _, o := range items {
 		flat := map[string]string{}
 		flatten("", o.Object, flat)
 		for p := range flat {
@@ -67,6 +76,9 @@ func (e *Env) endSnapshot(ctx context.Context, ns string, gvk schema.GroupVersio
 			}
 		}
 		g := o.GetGenerateName()
+		if g == "" {
+			g = clientGeneratedPrefix(o.GetName())
+		}
 		if g == "" {
 			out[o.GetName()] = flat
 			continue
@@ -89,7 +101,30 @@ func (e *Env) endSnapshot(ctx context.Context, ns string, gvk schema.GroupVersio
 			out[fmt.Sprintf("%s#%d", base, i)] = flat
 		}
 	}
-	return out, nil
+	return out
+}
+
+// randomAlphabet is the alphabet of k8s.io/apimachinery/pkg/util/rand's
+// String, which the apiserver's generateName and clients that choose a
+// random name themselves draw suffixes from.
+const randomAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// clientGeneratedPrefix is the prefix of a name that looks generated the
+// way generateName generates one, "prefix-" and five characters of
+// randomAlphabet, by a client that sets the name itself (so that it knows
+// the name before the apiserver answers); "" for any other name. Such a
+// name differs from run to run, so it is matched as generateName is.
+func clientGeneratedPrefix(name string) string {
+	const n = 5
+	if len(name) <= n+1 || name[len(name)-n-1] != '-' {
+		return ""
+	}
+	for _, c := range name[len(name)-n:] {
+		if !strings.ContainsRune(randomAlphabet, c) {
+			return ""
+		}
+	}
+	return name[:len(name)-n]
 }
 
 // fingerprint is an object's flattened contents but its name, in path

@@ -1,8 +1,14 @@
 package fuzz
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 )
 
 // TestEndReference: paths the two reference runs disagree on are masked,
@@ -63,5 +69,35 @@ func TestEndReferenceWiden(t *testing.T) {
 	}
 	if got := ref.judge("ConfigMap", endObjects{"cm": flat("z")}); len(got) != 0 {
 		t.Errorf("a masked path stays masked: %q", got)
+	}
+}
+
+// TestEndKeyedGeneratedNames: objects with a generateName, and objects
+// whose name a client generated the same way ("prefix-" and five
+// characters of apimachinery's random alphabet), are keyed by owner,
+// prefix and index, so that two runs' random suffixes match; other names
+// are keys as they are.
+func TestEndKeyedGeneratedNames(t *testing.T) {
+	pod := func(name, generateName string) unstructured.Unstructured {
+		u := unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod", "spec": map[string]any{"x": "1"}}}
+		u.SetName(name)
+		u.SetGenerateName(generateName)
+		u.SetOwnerReferences([]metav1.OwnerReference{{Kind: "RayCluster", Name: "rc", Controller: ptr.To(true)}})
+		return u
+	}
+	a := endKeyed([]unstructured.Unstructured{pod("rc-head-j7ffd", ""), pod("rc-worker-xk2vq", "rc-worker-"), pod("web", ""), pod("db-cache", "")}, nil)
+	b := endKeyed([]unstructured.Unstructured{pod("rc-head-m4btb", ""), pod("rc-worker-9bq7z", "rc-worker-"), pod("web", ""), pod("db-cache", "")}, nil)
+	for _, k := range []string{"RayCluster rc/rc-head-*#0", "RayCluster rc/rc-worker-*#0", "web", "db-cache"} {
+		if a[k] == nil || b[k] == nil {
+			t.Errorf("key %q: in the first run %v, in the second %v; want both (keys %v)", k, a[k] != nil, b[k] != nil, slices.Sorted(maps.Keys(a)))
+		}
+	}
+	for name, want := range map[string]string{"rc-head-j7ffd": "rc-head-", "db-cache": "", "web": "", "a-bcdfg": "a-", "x-BCDFG": "", "x-bcdfa": "", "-bcdfg": "", "abcdfgh": ""} {
+		if got := clientGeneratedPrefix(name); got != want {
+			t.Errorf("clientGeneratedPrefix(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got := newEndReference(a, b).judge("Pod", endKeyed([]unstructured.Unstructured{pod("rc-head-txm4n", ""), pod("rc-worker-ww2gd", "rc-worker-"), pod("web", ""), pod("db-cache", "")}, nil)); len(got) != 0 {
+		t.Errorf("a third run with other random suffixes: %q, want no difference", got)
 	}
 }

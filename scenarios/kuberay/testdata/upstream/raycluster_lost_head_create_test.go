@@ -55,8 +55,8 @@ func TestReconcile_HeadPodCreateAnswerLost(t *testing.T) {
 			ctx := context.Background()
 
 			// The first head Pod create is applied, and its answer is lost.
-			// Until the test delivers its event, the cache (List) does not
-			// have that Pod.
+			// Until the test delivers its event, the cache (List and Get, as
+			// the manager's cached client reads both) does not have that Pod.
 			lost := map[string]bool{}
 			headCreates := 0
 			fakeClient := clientFake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
@@ -70,6 +70,12 @@ func TestReconcile_HeadPodCreateAnswerLost(t *testing.T) {
 					}
 					lost[obj.GetName()] = true
 					return k8serrors.NewTimeoutError("request did not complete within the allotted timeout", 0)
+				},
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*corev1.Pod); ok && lost[key.Name] {
+						return k8serrors.NewNotFound(corev1.Resource("pods"), key.Name)
+					}
+					return c.Get(ctx, key, obj, opts...)
 				},
 				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 					if err := c.List(ctx, list, opts...); err != nil {
