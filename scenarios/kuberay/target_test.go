@@ -149,17 +149,24 @@ const lostHeadCreate = "action=0; at=0; lose the answer to kuberay's 1st create 
 // first one's ADDED event not there yet) and creates a second one: two live
 // head Pods, and every later reconcile stops at "2 head pods found …
 // Please delete extra head pods" (:754-763), the scale never carried out.
-// 18/20 replays. Its control, the fix upstream already has behind a flag:
-// with ENABLE_DETERMINISTIC_HEAD_POD_NAME=true the second create meets 409
-// AlreadyExists and no second head is made (0/20).
+// 18/20 replays. Its controls, two fixes: the one upstream already has
+// behind a flag, ENABLE_DETERMINISTIC_HEAD_POD_NAME=true, with which the
+// second create meets 409 AlreadyExists and no second head is made (0/20);
+// and fix/expect-unacknowledged-head.patch, which names the head Pod
+// client-side (still random) and records the expectation when the create's
+// answer may have been lost, so that the requeued reconcile waits for the
+// cache ("NotSatisfiedHeadExpectations") instead of creating: judged in a
+// run where that wait happened (up to 3 runs).
 func TestKubeRayLostHeadCreate(t *testing.T) {
 	for _, c := range []struct {
 		name, deterministic string
-		twoHeads            bool
+		patch               string
+		twoHeads, refused   bool
 		tries               int
 	}{
-		{"default", "", true, 3},
-		{"deterministic head Pod name", "true", false, 1},
+		{"default", "", "", true, false, 3},
+		{"deterministic head Pod name", "true", "", false, true, 3},
+		{"expectation for an unacknowledged create (fix)", "", "fix/expect-unacknowledged-head.patch", false, false, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tg, err := target.Load("target.yaml")
@@ -169,6 +176,9 @@ func TestKubeRayLostHeadCreate(t *testing.T) {
 			// Lost answers are in the composed space, not the target's.
 			tg.Faults.Space = "composed"
 			tg.Controllers[0].Env = map[string]string{"ENABLE_DETERMINISTIC_HEAD_POD_NAME": c.deterministic}
+			if c.patch != "" {
+				tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: c.patch})
+			}
 			sc, err := tg.Scenario()
 			if err != nil {
 				t.Fatal(err)
@@ -186,9 +196,38 @@ func TestKubeRayLostHeadCreate(t *testing.T) {
 				}
 				return false
 			}
-			res, runs, err := e.RunUntil(context.Background(), sched, c.tries, twoHeads, fuzz.Retries(3))
+			waited := func(res *fuzz.Result) bool {
+				for _, l := range res.Logs.Lines {
+					if strings.Contains(l.Text, "NotSatisfiedHeadExpectations") {
+						return true
+					}
+				}
+				return false
+			}
+			// The window (the requeued reconcile before the Pod's event)
+			// opens in about 9 runs of 10: each case runs until a run shows
+			// what it judges.
+			secondRefused := func(res *fuzz.Result) bool {
+				for _, r := range res.Trace.Requests {
+					if r.Client == "kuberay" && r.Verb == "create" && r.Resource == "pods" && r.Subresource == "" && r.Code == 409 {
+						return true
+					}
+				}
+				return false
+			}
+			until := twoHeads
+			switch {
+			case c.patch != "":
+				until = waited
+			case c.refused:
+				until = secondRefused
+			}
+			res, runs, err := e.RunUntil(context.Background(), sched, c.tries, until, fuzz.Retries(3))
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			if c.patch != "" && !waited(res) {
+				t.Errorf("schedule %s, %d run(s): the patched operator never waited for its unacknowledged head Pod (no NotSatisfiedHeadExpectations in its log)\n%s", sched, runs, summary(sched, res))
 			}
 			lost, refused := false, false
 			for _, r := range res.Trace.Requests {
@@ -202,9 +241,14 @@ func TestKubeRayLostHeadCreate(t *testing.T) {
 			for _, l := range res.Logs.Lines {
 				stuck = stuck || strings.Contains(l.Text, "head pods found") && strings.Contains(l.Text, "Please delete extra head pods")
 			}
-			if !lost || twoHeads(res) != c.twoHeads || stuck != c.twoHeads || refused == c.twoHeads {
+			if !lost || twoHeads(res) != c.twoHeads || stuck != c.twoHeads || refused != c.refused {
 				t.Errorf("schedule %s, %d run(s): head create applied and its answer lost %v, two live head Pods %v, the operator refusing to go on %v, a second create refused with 409 %v; want true, %v, %v, %v\n%s",
-					sched, runs, lost, twoHeads(res), stuck, refused, c.twoHeads, c.twoHeads, !c.twoHeads, summary(sched, res))
+					sched, runs, lost, twoHeads(res), stuck, refused, c.twoHeads, c.twoHeads, c.refused, summary(sched, res))
+			}
+			if c.patch != "" {
+				for _, v := range res.Violations {
+					t.Errorf("schedule %s: with the fix: [%s] %s", sched, v.Oracle, v.Message)
+				}
 			}
 		})
 	}
