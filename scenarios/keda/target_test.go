@@ -108,20 +108,27 @@ func TestKEDALateJobEvents(t *testing.T) {
 // (scaledjob_controller.go deletePreviousVersionScaleJobs) and the
 // restarted scale loop creates new ones (no count violation: the
 // end-state oracle sees it when a replacement is made after the t+1 s
-// annotation patch, whose annotation it then carries). Its control: the
-// same schedule with spec.rollout.strategy gradual deletes nothing.
+// annotation patch, whose annotation it then carries). Its controls: the
+// same schedule with spec.rollout.strategy gradual deletes nothing; nor
+// does the operator with fix/finalizer-patch.patch, which adds the
+// finalizer with a merge patch of the finalizers alone, so that the
+// generation stays 1.
 func TestKEDARolloutDeletesNewJobs(t *testing.T) {
 	for _, c := range []struct {
-		name, rollout string
-		deletes       bool
+		name, rollout, patch string
+		deletes              bool
 	}{
-		{"default rollout strategy", "", true},
-		{"rollout strategy gradual", "gradual", false},
+		{"default rollout strategy", "", "", true},
+		{"rollout strategy gradual", "gradual", "", false},
+		{"finalizer added by a merge patch (fix)", "", "fix/finalizer-patch.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tg, err := target.Load("target.yaml")
 			if err != nil {
 				t.Fatal(err)
+			}
+			if c.patch != "" {
+				tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: c.patch})
 			}
 			if c.rollout != "" {
 				a := tg.Workload[1].Apply
