@@ -1,9 +1,7 @@
 package target
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,18 +35,11 @@ func TestPrepareLocal(t *testing.T) {
 
 	run := func() (bin, out string) {
 		t.Helper()
-		if err := Prepare(context.Background(), tg, nil); err != nil {
-			t.Fatal(err)
-		}
-		procs, err := tg.processes()
+		bin, out, err := buildAndRun(t, tg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := exec.Command(procs[0].path).Output()
-		if err != nil {
-			t.Fatalf("run %s: %v", procs[0].path, err)
-		}
-		return procs[0].path, string(b)
+		return bin, out
 	}
 	bin1, out := run()
 	if out != "hello" || !strings.Contains(bin1, filepath.Join("stalefuzz", "bin", "local", "hello-")) {
@@ -88,18 +79,11 @@ func TestPrepareLocalEnclosingModule(t *testing.T) {
 	tg := &Target{Name: "local", Dir: filepath.Join(dir, "cmd"), Controllers: []Controller{{Name: "hello", Go: "./hello"}}}
 	run := func() (bin, out string) {
 		t.Helper()
-		if err := Prepare(context.Background(), tg, nil); err != nil {
-			t.Fatal(err)
-		}
-		procs, err := tg.processes()
+		bin, out, err := buildAndRun(t, tg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := exec.Command(procs[0].path).Output()
-		if err != nil {
-			t.Fatalf("run %s: %v", procs[0].path, err)
-		}
-		return procs[0].path, string(b)
+		return bin, out
 	}
 	bin1, out := run()
 	if out != "hello" {

@@ -51,6 +51,24 @@ func fileProxy(t *testing.T, mods map[string]map[string]string) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 }
 
+// buildAndRun prepares tg (its one Go controller built, or its build
+// error returned) and runs the binary, returning its path and output.
+func buildAndRun(t *testing.T, tg *Target) (bin, out string, err error) {
+	t.Helper()
+	if err := Prepare(context.Background(), tg, nil); err != nil {
+		return "", "", err
+	}
+	procs, err := tg.processes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := exec.Command(procs[0].path).Output()
+	if err != nil {
+		t.Fatalf("run %s: %v", procs[0].path, err)
+	}
+	return procs[0].path, string(b), nil
+}
+
 // greetingDiff is a patch of main.go or greet.go's line
 // `return "hello"`/`fmt.Print("hello")` into greeting.
 func greetingDiff(t *testing.T, dir, name, file, line, greeting string) string {
@@ -84,19 +102,7 @@ func TestPreparePatched(t *testing.T) {
 		for _, p := range patches {
 			c.Patches = append(c.Patches, SourcePatch{File: p})
 		}
-		tg := &Target{Name: "patched", Dir: dir, Controllers: []Controller{c}}
-		if err := Prepare(context.Background(), tg, nil); err != nil {
-			return "", "", err
-		}
-		procs, err := tg.processes()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := exec.Command(procs[0].path).Output()
-		if err != nil {
-			t.Fatalf("run %s: %v", procs[0].path, err)
-		}
-		return procs[0].path, string(b), nil
+		return buildAndRun(t, &Target{Name: "patched", Dir: dir, Controllers: []Controller{c}})
 	}
 
 	release, out, err := run()
@@ -155,19 +161,7 @@ func TestPrepareLocalPatchedDependency(t *testing.T) {
 	patch := greetingDiff(t, dir, "fix.patch", "greet.go", "", "bonjour")
 	run := func(patches ...SourcePatch) (bin, out string, err error) {
 		t.Helper()
-		tg := &Target{Name: "local", Dir: dir, Controllers: []Controller{{Name: "main", Go: "./main", Patches: patches}}}
-		if err := Prepare(context.Background(), tg, nil); err != nil {
-			return "", "", err
-		}
-		procs, err := tg.processes()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := exec.Command(procs[0].path).Output()
-		if err != nil {
-			t.Fatalf("run %s: %v", procs[0].path, err)
-		}
-		return procs[0].path, string(b), nil
+		return buildAndRun(t, &Target{Name: "local", Dir: dir, Controllers: []Controller{{Name: "main", Go: "./main", Patches: patches}}})
 	}
 	release, out, err := run()
 	if err != nil || out != "hello" {
