@@ -179,9 +179,13 @@
 //
 // A campaign (go test -fuzz) has a directory of its own, made by its
 // coordinator unless STALEFUZZ_CAMPAIGN names one, where the workers write
-// their stats, the harness errors they skipped and why a worker could not
+// their stats, the harness errors they skipped, why a worker could not
 // start (a worker's output goes nowhere, so go test only says "fuzzing
-// process terminated without fuzzing: EOF"); at the end the coordinator
+// process terminated without fuzzing: EOF") and every finding they wrote
+// (findings.log, LoggedFindings: go test -fuzz drops a failure that an
+// input meets only when a worker runs it again before minimizing it for
+// its coverage, and stalefuzz fuzz reports such a finding from the log);
+// at the end the coordinator
 // prints the campaign's one execution count (every worker's executions, the
 // corpus replay and minimization included, which go test's own "execs"
 // leave out) and those errors, and removes the directory unless it holds

@@ -257,6 +257,9 @@ func Fuzz(f *testing.F, s Scenario) {
 			origin = "the mutator"
 		}
 		files := writeFinding(res, s.Name, input, origin)
+		if fuzzing {
+			logFinding(files.entry, sched, res)
+		}
 		// go test -fuzz saves a mutated input in testdata, a failing seed
 		// nowhere: the entry is written next to the trace either way.
 		keep := fmt.Sprintf("mkdir -p testdata/fuzz/%[1]s && cp %[2]s testdata/fuzz/%[1]s/%[3]s && go test -run='^%[1]s/%[3]s$'", f.Name(), files.entry, files.entryName)
@@ -604,6 +607,46 @@ func appendLine(name, line string) {
 	}
 	defer f.Close()
 	fmt.Fprintln(f, line)
+}
+
+// findingsFile lists, in a campaign's directory, every finding its
+// workers wrote: "<input>\t<schedule>\t<first violation>" a line.
+const findingsFile = "findings.log"
+
+// logFinding appends a finding a worker wrote to findings.log. go test
+// -fuzz reports the failure that made it, except one: an input that passed
+// when run and failed when the worker ran it again before minimizing it
+// for its new coverage (internal/fuzz minimizeInput drops that failure).
+// The coordinator reads the log so that such a finding is not lost
+// (LoggedFindings).
+func logFinding(input string, sched Schedule, res *Result) {
+	why := ""
+	if len(res.Violations) > 0 {
+		why = "[" + res.Violations[0].Oracle + "] " + res.Violations[0].Message
+	}
+	appendLine(findingsFile, strings.Join([]string{input, sched.String(), strings.ReplaceAll(why, "\n", " ")}, "\t"))
+}
+
+// LoggedFinding is a finding a campaign's worker wrote (findings.log).
+type LoggedFinding struct {
+	Input, Schedule, Violation string
+}
+
+// LoggedFindings reads the findings a campaign's workers wrote, from its
+// directory: every finding, including one go test -fuzz did not report.
+func LoggedFindings(dir string) []LoggedFinding {
+	b, err := os.ReadFile(filepath.Join(dir, findingsFile))
+	if err != nil {
+		return nil
+	}
+	var out []LoggedFinding
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) == 3 {
+			out = append(out, LoggedFinding{Input: f[0], Schedule: f[1], Violation: f[2]})
+		}
+	}
+	return out
 }
 
 // writeCorpusEntry writes input as a go test fuzz v1 corpus file, dir/base.input,

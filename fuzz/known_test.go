@@ -195,3 +195,21 @@ func TestKeepKnown(t *testing.T) {
 		t.Errorf("summary %q lacks %q", b.String(), want)
 	}
 }
+
+// TestLogFinding: a finding a worker logs (input, schedule, first
+// violation, its newlines flattened) is read back by LoggedFindings from
+// the campaign's directory, one per line.
+func TestLogFinding(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(campaignEnv, dir)
+	if got := LoggedFindings(dir); got != nil {
+		t.Fatalf("no log: %v", got)
+	}
+	res := &Result{Violations: []Violation{{Oracle: "count", Message: "4 live Pods\nthe no-fault runs never had more than 3"}}}
+	logFinding("/f/a.input", Schedule{Knobs: map[string]int{"k": 1}}, res)
+	logFinding("/f/b.input", Schedule{}, &Result{})
+	got := LoggedFindings(dir)
+	if len(got) != 2 || got[0].Input != "/f/a.input" || got[0].Violation != "[count] 4 live Pods the no-fault runs never had more than 3" || !strings.Contains(got[0].Schedule, "k=1") || got[1].Input != "/f/b.input" {
+		t.Errorf("logged findings %+v, want a.input's with its count violation on one line, then b.input's", got)
+	}
+}

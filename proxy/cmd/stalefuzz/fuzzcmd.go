@@ -385,6 +385,10 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	case m != nil:
 		verdict = "finding"
 		fmt.Fprintf(stdout, "result: FINDING after %v (report above). Replay it 20 times:\n  stalefuzz replay %s %s --count 20\n", elapsed, c.file, m[1])
+		reportUnreported(stdout, camp, c.file, elapsed, m[1])
+		result = exitError{exitFinding, errors.New("a finding")}
+	case reportUnreported(stdout, camp, c.file, elapsed, ""):
+		verdict = "finding"
 		result = exitError{exitFinding, errors.New("a finding")}
 	case status != 0:
 		verdict = "harness"
@@ -403,6 +407,25 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		}
 	}
 	return result
+}
+
+// reportUnreported reports the findings the campaign's workers wrote
+// (fuzz.LoggedFindings) but go test -fuzz did not report (all but the one
+// whose input is reported, "" when none was), and says whether there was
+// one. Such a finding's input passed when run and failed when Go's fuzzer
+// ran it again before minimizing it for its coverage, a failure
+// internal/fuzz drops; it is a finding all the same, with its files in the
+// findings directory.
+func reportUnreported(stdout io.Writer, camp, file string, elapsed time.Duration, reported string) bool {
+	n := 0
+	for _, f := range fuzz.LoggedFindings(camp) {
+		if f.Input == reported {
+			continue
+		}
+		n++
+		fmt.Fprintf(stdout, "result: FINDING after %v that go test -fuzz did not report (its input failed when Go's fuzzer ran it a second time, a failure Go drops):\n  schedule: %s\n  violation: %s\n  replay it 20 times: stalefuzz replay %s %s --count 20\n", elapsed, f.Schedule, f.Violation, file, f.Input)
+	}
+	return n > 0
 }
 
 // campaignLogs are the campaign directory's files a person reads after

@@ -377,3 +377,30 @@ func processesIn(dir string) []string {
 	}
 	return out
 }
+
+// TestReportUnreported: a finding a worker logged in the campaign's
+// directory (fuzz.LoggedFindings) is reported with its schedule, violation
+// and replay command when go test -fuzz reported none; an empty campaign
+// directory reports nothing.
+func TestReportUnreported(t *testing.T) {
+	camp := t.TempDir()
+	var out strings.Builder
+	if reportUnreported(&out, camp, "t.yaml", time.Minute, "") || out.Len() > 0 {
+		t.Fatalf("no findings.log: reported %q", out.String())
+	}
+	line := "/f/kuberay-54bd987f84eb.input\taction=1; restart kuberay before it sees the answer to its 11th write\t[count] RayCluster raycluster had 5 live Pods\n"
+	if err := os.WriteFile(filepath.Join(camp, "findings.log"), []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if reportUnreported(&out, camp, "t.yaml", time.Minute, "/f/kuberay-54bd987f84eb.input") || out.Len() > 0 {
+		t.Fatalf("the logged finding is the one go test reported: reported again %q", out.String())
+	}
+	if !reportUnreported(&out, camp, "t.yaml", time.Minute, "") {
+		t.Fatalf("findings.log with one finding: not reported")
+	}
+	for _, want := range []string{"result: FINDING after 1m0s that go test -fuzz did not report", "schedule: action=1; restart kuberay", "violation: [count] RayCluster raycluster had 5 live Pods", "stalefuzz replay t.yaml /f/kuberay-54bd987f84eb.input --count 20"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report %q does not say %q", out.String(), want)
+		}
+	}
+}
