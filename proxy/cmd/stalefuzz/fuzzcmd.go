@@ -412,10 +412,11 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 // reportUnreported reports the findings the campaign's workers wrote
 // (fuzz.LoggedFindings) but go test -fuzz did not report (all but the one
 // whose input is reported, "" when none was), and says whether there was
-// one. Such a finding's input passed when run and failed when Go's fuzzer
-// ran it again before minimizing it for its coverage, a failure
-// internal/fuzz drops; it is a finding all the same, with its files in the
-// findings directory.
+// one. go test reports one failure per campaign (another worker's, met at
+// the same time, goes unsaid), and none for an input that passed when run
+// and failed when a worker ran it again before minimizing it for its
+// coverage (internal/fuzz drops that failure). Each is a finding all the
+// same, with its files in the findings directory.
 func reportUnreported(stdout io.Writer, camp, file string, elapsed time.Duration, reported string) bool {
 	n := 0
 	for _, f := range fuzz.LoggedFindings(camp) {
@@ -423,7 +424,7 @@ func reportUnreported(stdout io.Writer, camp, file string, elapsed time.Duration
 			continue
 		}
 		n++
-		fmt.Fprintf(stdout, "result: FINDING after %v that go test -fuzz did not report (its input failed when Go's fuzzer ran it a second time, a failure Go drops):\n  schedule: %s\n  violation: %s\n  replay it 20 times: stalefuzz replay %s %s --count 20\n", elapsed, f.Schedule, f.Violation, file, f.Input)
+		fmt.Fprintf(stdout, "result: FINDING after %v that go test -fuzz did not report (it reports one failure, and drops one an input meets only when a worker runs it again before minimizing it):\n  schedule: %s\n  violation: %s\n  replay it 20 times: stalefuzz replay %s %s --count 20\n", elapsed, f.Schedule, f.Violation, file, f.Input)
 	}
 	return n > 0
 }
