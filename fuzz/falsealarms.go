@@ -59,6 +59,10 @@ type FalseAlarms struct {
 	// own (Result.SelfViews); SelfViewExecutions counts the executions
 	// with at least one of each kind.
 	SelfViews, SelfViewExecutions SelfViewStats
+	// SelfViewKinds group the writes SelfViews counts as Lasting (those
+	// the stale-self-view oracle judges) by kind, in the order each kind
+	// first appeared: what a reader judges, one kind at a time.
+	SelfViewKinds []SelfViewKind `json:",omitempty"`
 	// NoFaultRuns are the no-fault runs the triage took, per knob
 	// setting, beyond the two reference runs.
 	NoFaultRuns map[string]int `json:",omitempty"`
@@ -112,6 +116,7 @@ func (f *FalseAlarms) add(i int, sched Schedule, input []byte, res *Result, know
 		Writes: min(1, res.SelfViews.Writes), Replacing: min(1, res.SelfViews.Replacing),
 		Lasting: min(1, res.SelfViews.Lasting), Judged: min(1, res.SelfViews.Judged),
 	})
+	f.SelfViewKinds = addSelfViewKinds(f.SelfViewKinds, i, res.selfViewWrites)
 	if len(res.Violations) == 0 {
 		return
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/audit"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
 // TestFalseAlarmsAdd: an execution counts once per oracle however many
@@ -123,5 +125,65 @@ func TestTriage(t *testing.T) {
 				t.Errorf("got %s (%s), want %s (%s)", verdict, why, c.verdict, c.why)
 			}
 		})
+	}
+}
+
+// TestSelfViewKinds: the writes behind their writer's own that replaced
+// its values for good are grouped by writer, write, own write and fields
+// (list indexes dropped), each kind counted in writes and executions with
+// its first message; a write whose values a later write restored is in no
+// kind; the kinds survive the JSON line `stalefuzz false-alarms` reads.
+func TestSelfViewKinds(t *testing.T) {
+	stale := func(name, caller string, paths ...string) audit.SelfStale {
+		s := audit.SelfStale{Client: "op", Verb: "patch", Group: "example.com", Resource: "widgets", Subresource: "status", Name: name,
+			Caller: caller, OwnVerb: "patch", OwnSubresource: "status", OwnCaller: "status.go:10", RV: "20", View: "10", Own: "15"}
+		for _, p := range paths {
+			s.Replaced = append(s.Replaced, audit.Replaced{Path: p, Value: "new", Own: "old", OwnRV: "15"})
+		}
+		return s
+	}
+	restored := stale("w3", "status.go:10", "status.count")
+	restored.Replaced[0].Restored = true
+	first := audit.Report{SelfStale: []audit.SelfStale{
+		stale("w1", "status.go:10", "status.conditions[0]"),
+		stale("w2", "status.go:10", "status.conditions[3]"),
+		restored,
+	}}
+	second := audit.Report{SelfStale: []audit.SelfStale{
+		stale("w1", "scale.go:7", "status.replicas"),
+		stale("w1", "status.go:10", "status.conditions[1]"),
+	}}
+	var f FalseAlarms
+	for i, rep := range []audit.Report{first, second} {
+		st, vs, writes := selfViews(trace.Trace{}, rep, nil)
+		if st.Lasting != len(vs) || len(writes) != len(vs) {
+			t.Fatalf("execution %d: %d lasting, %d violations, %d writes", i+1, st.Lasting, len(vs), len(writes))
+		}
+		f.add(i+1, Schedule{}, nil, &Result{SelfViews: st, selfViewWrites: writes}, nil, "", "")
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back FalseAlarms
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	got := back.SelfViewKinds
+	if len(got) != 2 {
+		t.Fatalf("kinds %+v, want 2", got)
+	}
+	want := []struct {
+		text                     string
+		writes, execs, firstExec int
+	}{
+		{"op's patch status widgets.example.com at status.go:10, behind its own patch status widgets.example.com at status.go:10, replaced status.conditions[]", 3, 2, 1},
+		{"op's patch status widgets.example.com at scale.go:7, behind its own patch status widgets.example.com at status.go:10, replaced status.replicas", 1, 1, 2},
+	}
+	for i, w := range want {
+		k := got[i]
+		if k.String() != w.text || k.Writes != w.writes || k.Executions != w.execs || k.FirstExecution != w.firstExec || !strings.Contains(k.First, "replaced status.conditions[0]=new over its own old") && i == 0 {
+			t.Errorf("kind %d: %q, %d writes in %d executions, first in %d (%s); want %q, %d in %d, first in %d", i, k, k.Writes, k.Executions, k.FirstExecution, k.First, w.text, w.writes, w.execs, w.firstExec)
+		}
 	}
 }

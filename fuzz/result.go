@@ -38,6 +38,9 @@ type Result struct {
 	// SelfViews counts the writes sent from a view older than their
 	// writer's own last write (audit.SelfStale), by what they replaced.
 	SelfViews SelfViewStats
+	// selfViewWrites are those that replaced their writer's own values for
+	// good, each with its kind (FalseAlarms.SelfViewKinds).
+	selfViewWrites []selfViewWrite
 	// Logs is what the controllers logged during the execution (Logs
 	// says which lines, how bounded and how redacted).
 	Logs Logs

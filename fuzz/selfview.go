@@ -2,6 +2,8 @@ package fuzz
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/stalefuzz/stalefuzz/proxy/audit"
@@ -34,9 +36,10 @@ func (s SelfViewStats) Add(o SelfViewStats) SelfViewStats {
 // rewrote (nil: not known), and returns the violations of the
 // stale-self-view oracle: each stored write that replaced a value of its
 // writer's own unseen write that no later write restored.
-func selfViews(tr trace.Trace, rep audit.Report, rewritten map[string]bool) (SelfViewStats, []Violation) {
+func selfViews(tr trace.Trace, rep audit.Report, rewritten map[string]bool) (SelfViewStats, []Violation, []selfViewWrite) {
 	var st SelfViewStats
 	var out []Violation
+	var writes []selfViewWrite
 	reads := trace.NewReaders(tr)
 	for _, s := range rep.SelfStale {
 		st.Writes++
@@ -63,9 +66,100 @@ func selfViews(tr trace.Trace, rep audit.Report, rewritten map[string]bool) (Sel
 		if judged {
 			st.Judged++
 		}
-		out = append(out, Violation{Oracle: "stale-self-view", Subject: s.Object().String(), At: s.At, Message: selfViewMessage(s, lasting)})
+		v := Violation{Oracle: "stale-self-view", Subject: s.Object().String(), At: s.At, Message: selfViewMessage(s, lasting)}
+		out = append(out, v)
+		writes = append(writes, selfViewWrite{kindOf(s, lasting), v.Message})
 	}
-	return st, out
+	return st, out, writes
+}
+
+// SelfViewKind is one kind of write behind its writer's own that replaced
+// that write's values for good (the stale-self-view oracle's case): the
+// writer, its write and the own write it had not seen, each by verb,
+// subresource, resource and call site, and the fields it replaced (list
+// indexes dropped). A false-alarm measurement groups such writes by kind
+// (FalseAlarms.SelfViewKinds) so that each kind is read once: whether it
+// lost something or only recomputed what its own write had set.
+type SelfViewKind struct {
+	Client string
+	// Write and Own are the write and the writer's own unseen write:
+	// "patch status certificates.cert-manager.io at sync.go:120".
+	Write, Own string
+	Paths      []string
+	// Writes and Executions count the writes of this kind and the
+	// executions with one.
+	Writes, Executions int `json:",omitempty"`
+	// First is the message of the first write of this kind
+	// (stale-self-view's), FirstExecution its execution (from 1).
+	First          string `json:",omitempty"`
+	FirstExecution int    `json:",omitempty"`
+}
+
+// key is what makes two writes one kind.
+func (k SelfViewKind) key() string {
+	return k.Client + "\x00" + k.Write + "\x00" + k.Own + "\x00" + strings.Join(k.Paths, ",")
+}
+
+func (k SelfViewKind) String() string {
+	return fmt.Sprintf("%s's %s, behind its own %s, replaced %s", k.Client, k.Write, k.Own, strings.Join(k.Paths, ", "))
+}
+
+// selfViewWrite is one write of the stale-self-view oracle's case in an
+// execution, with its kind and message.
+type selfViewWrite struct {
+	kind    SelfViewKind
+	message string
+}
+
+// listIndex is a list index in a field path.
+var listIndex = regexp.MustCompile(`\[[0-9]+\]`)
+
+// kindOf is the kind of s, lasting being what it replaced for good.
+func kindOf(s audit.SelfStale, lasting []audit.Replaced) SelfViewKind {
+	res := s.Resource
+	if s.Group != "" {
+		res += "." + s.Group
+	}
+	site := func(verb, sub, caller string) string {
+		out := verb
+		if sub != "" {
+			out += " " + sub
+		}
+		out += " " + res
+		if caller != "" {
+			out += " at " + caller
+		}
+		return out
+	}
+	k := SelfViewKind{Client: s.Client, Write: site(s.Verb, s.Subresource, s.Caller), Own: site(s.OwnVerb, s.OwnSubresource, s.OwnCaller)}
+	for _, r := range lasting {
+		k.Paths = append(k.Paths, listIndex.ReplaceAllString(r.Path, "[]"))
+	}
+	slices.Sort(k.Paths)
+	k.Paths = slices.Compact(k.Paths)
+	return k
+}
+
+// addSelfViewKinds counts the writes of execution i by kind into kinds,
+// keeping their order of first appearance.
+func addSelfViewKinds(kinds []SelfViewKind, i int, writes []selfViewWrite) []SelfViewKind {
+	seen := map[string]bool{}
+	for _, w := range writes {
+		key := w.kind.key()
+		j := slices.IndexFunc(kinds, func(k SelfViewKind) bool { return k.key() == key })
+		if j < 0 {
+			k := w.kind
+			k.First, k.FirstExecution = w.message, i
+			kinds = append(kinds, k)
+			j = len(kinds) - 1
+		}
+		kinds[j].Writes++
+		if !seen[key] {
+			seen[key] = true
+			kinds[j].Executions++
+		}
+	}
+	return kinds
 }
 
 // judgeSelfViews counts res's writes behind their writer's own
@@ -78,7 +172,7 @@ func (e *Env) judgeSelfViews(res *Result) {
 		rewritten = ref.rewritten
 	}
 	var vs []Violation
-	res.SelfViews, vs = selfViews(res.Trace, res.Audit(), rewritten)
+	res.SelfViews, vs, res.selfViewWrites = selfViews(res.Trace, res.Audit(), rewritten)
 	if e.s.StaleSelfView {
 		res.Violations = append(res.Violations, vs...)
 	}

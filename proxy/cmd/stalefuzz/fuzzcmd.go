@@ -826,6 +826,7 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 		return exitError{exitHarness, fmt.Errorf("measuring the false alarms of %s gave no figure (%v); its output is above", file, runErr)}
 	}
 	fmt.Fprintf(stdout, "result: %s: %s\n%s", file, f, patchNote())
+	writeSelfViewKinds(stdout, f.SelfViewKinds)
 	for _, a := range f.Alarms {
 		what := "race (a finding under ordinary latency)"
 		if answer != "" {
@@ -852,6 +853,18 @@ func falseAlarms(ctx context.Context, stdout, stderr io.Writer, file string, cou
 		return exitError{exitFinding, fmt.Errorf("%s: %d races and false alarms in %d executions", file, len(f.Alarms), f.Executions)}
 	}
 	return nil
+}
+
+// writeSelfViewKinds lists the kinds of write behind its writer's own that
+// replaced that write's values for good, so that each kind is read once.
+func writeSelfViewKinds(w io.Writer, kinds []fuzz.SelfViewKind) {
+	if len(kinds) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "writes behind their writer's own that replaced its values for good, by kind (%d; read each: a value lost, or one the writer recomputed; the stale-self-view oracle judges them when the target sets oracles.staleSelfView):\n", len(kinds))
+	for _, k := range kinds {
+		fmt.Fprintf(w, "  %s: %d writes in %d executions\n    first, execution %d: %s\n", k, k.Writes, k.Executions, k.FirstExecution, k.First)
+	}
 }
 
 // runDriverTest prepares file, builds the driver's test binary and runs its
