@@ -131,9 +131,12 @@ type ack struct {
 // older than C's own last write to O acknowledged before t: stored, its answer
 // received by C before t (not withheld by a Cut, not abandoned), by the same
 // instance of C (a restarted instance did not write what its predecessor
-// did). For a stored W, each field path W set is Replaced when the newest
-// stored write to O after C's view and before W that set that path (or a
-// path inside or around it) was C's own and set another value.
+// did), and by the same writer (sameWriter: a server-side apply is behind
+// only its own field manager's applies). For a stored W, each field path W
+// set is Replaced when the newest stored write to O after C's view and
+// before W that set that path (or a path inside or around it) was the same
+// writer's and set another value; for an apply, other managers' applies
+// are passed over (the apiserver merged them).
 func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []selfStaleWrite {
 	// Stored writes per object, by resourceVersion.
 	stored := map[trace.Object][]ack{}
@@ -158,7 +161,7 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 	reads := trace.NewReaders(tr)
 	slices.SortStableFunc(writes, func(a, b *trace.Request) int { return a.Start.Compare(b.Start) })
 	acknowledged := func(a ack, w *trace.Request) bool {
-		return a.r != w && a.r.Client == w.Client && !a.r.Unanswered() &&
+		return a.r != w && sameWriter(a.r, w) && !a.r.Unanswered() &&
 			a.answered.Before(w.Start) && views.Instance(w.Client, a.answered) == views.Instance(w.Client, w.Start)
 	}
 	var out []selfStaleWrite
@@ -230,10 +233,12 @@ func replacedOwn(w *trace.Request, rv, view uint64, acks []ack, hasStatus map[st
 				continue
 			}
 			xPath, xVal, ok := overlapping(x.r, path, hasStatus)
-			if !ok {
+			if !ok || (applies(x.r) && applies(w) && !sameWriter(x.r, w)) {
+				// Another field manager's apply is merged with w's, not
+				// replaced by it.
 				continue
 			}
-			if x.r.Client == w.Client && !(xPath == path && xVal == value) {
+			if sameWriter(x.r, w) && !(xPath == path && xVal == value) {
 				r := Replaced{Path: path, Value: value, Own: xVal, OwnRV: x.r.ReturnedRV}
 				// Restored: a later stored write set it back.
 				for _, l := range acks {
@@ -250,6 +255,27 @@ func replacedOwn(w *trace.Request, rv, view uint64, acks []ack, hasStatus map[st
 	}
 	return out
 }
+
+// sameWriter reports whether a and b were written by one writer: the same
+// client and, where either is a server-side apply, both applies of the same
+// field manager. A client that runs several controllers, each applying the
+// fields it owns under a manager of its own (cert-manager's certificates
+// controllers), is several writers: the apiserver merges one manager's
+// apply with another's fields (a list of conditions keyed by type keeps
+// the items the other manager owns), so an apply cannot replace a value
+// another manager applied, and it is behind only its own manager's writes.
+func sameWriter(a, b *trace.Request) bool {
+	if a.Client != b.Client {
+		return false
+	}
+	if !applies(a) && !applies(b) {
+		return true
+	}
+	return applies(a) && applies(b) && a.Write.Manager == b.Write.Manager
+}
+
+// applies reports whether r is a server-side apply.
+func applies(r *trace.Request) bool { return r.Write != nil && r.Write.Patch == "apply" }
 
 // behind is the row's BEHIND OWN WRITE cell: its writes sent from a view
 // older than the writer's own last write, and how many of them replaced

@@ -73,6 +73,32 @@ func TestSelfStaleRestored(t *testing.T) {
 	}
 }
 
+// apply is a server-side apply of status.conditions by manager.
+func apply(client, manager string, ms int, rv, conditions string) trace.Request {
+	r := statusPatch(client, ms, "", rv, map[string]string{"status.conditions": conditions})
+	r.Write.Patch, r.Write.Manager, r.Write.Force = "apply", manager, true
+	return r
+}
+
+// TestSelfStaleApply: a server-side apply is behind its own field
+// manager's applies, and replaces what that manager applied; the same
+// client's other managers are other writers (TestNotSelfStale).
+func TestSelfStaleApply(t *testing.T) {
+	rep := audit.Of(trace.Trace{Requests: []trace.Request{
+		apply("c", "readiness", 100, "11", `[{"type":"Ready","status":"True"}]`),
+		apply("c", "trigger", 110, "12", `[{"type":"Issuing","status":"True"}]`),
+		apply("c", "readiness", 120, "13", `[{"type":"Ready","status":"False"}]`),
+	}, Events: []trace.Event{released("c", "10", 50)}})
+	if len(rep.SelfStale) != 1 {
+		t.Fatalf("want only the second readiness apply (the trigger's has no apply of its own before it), got %+v", rep.SelfStale)
+	}
+	s := rep.SelfStale[0]
+	want := []audit.Replaced{{Path: "status.conditions", Value: `[{"type":"Ready","status":"False"}]`, Own: `[{"type":"Ready","status":"True"}]`, OwnRV: "11"}}
+	if d := cmp.Diff(want, s.Replaced); d != "" || s.RV != "13" || s.Own != "11" || s.View != "10" {
+		t.Errorf("the readiness apply %+v; replaced (-want +got), the trigger's apply between them passed over:\n%s", s, d)
+	}
+}
+
 func TestNotSelfStale(t *testing.T) {
 	restart := trace.Restart{Client: "c", At: at(110)}
 	for name, tr := range map[string]trace.Trace{
@@ -110,6 +136,13 @@ func TestNotSelfStale(t *testing.T) {
 					return r
 				}(),
 				statusPatch("c", 120, "", "12", map[string]string{"status.inventory": `["b"]`}),
+			},
+			Events: []trace.Event{released("c", "10", 50)},
+		},
+		"another field manager's apply": { // cert-manager's controllers, one process
+			Requests: []trace.Request{
+				apply("c", "trigger", 100, "11", `[{"type":"Issuing","status":"True"}]`),
+				apply("c", "readiness", 120, "12", `[{"type":"Ready","status":"False"}]`),
 			},
 			Events: []trace.Event{released("c", "10", 50)},
 		},
