@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# upstream-test.sh [--patch FILE]... [--expect fail|pass] MODULE@VERSION PACKAGE TESTFILE [GO TEST ARGS...]
+# upstream-test.sh [--patch FILE]... [--expect fail|pass] [--published VERSION] MODULE@VERSION PACKAGE TESTFILE [GO TEST ARGS...]
 #
 # Runs a finding's test, written in the upstream project's own style, inside
 # a copy of that project's module at the release it was found in: TESTFILE
@@ -8,6 +8,13 @@
 # to the copy, and `go test` runs there with the remaining arguments (say
 # -run NAME -v). Nothing of the module cache is changed; the copy is removed
 # however the script ends.
+#
+# A module zip leaves nested modules out, so a replace onto a directory the
+# copy does not hold is dropped. With --published VERSION it becomes a
+# replace onto that published version of the same module instead: what
+# k8s.io/kubernetes needs, whose go.mod requires its staging modules at
+# v0.0.0 and replaces them with ./staging paths (k8s.io/kubernetes v1.37.1's
+# are published as v0.37.1).
 #
 # Exit status: without --expect, go test's (a test that shows a bug fails at
 # the release). With --expect fail, 0 when the test ran and failed, 1 when
@@ -19,11 +26,12 @@
 #     controllers/ray scenarios/kuberay/testdata/upstream/raycluster_lost_head_create_test.go \
 #     -run TestReconcile_HeadPodCreateAnswerLost -v
 set -uo pipefail
-patches=() expect=
+patches=() expect= published=
 while [ $# -gt 0 ]; do
   case $1 in
     --patch) patches+=("$(cd "$(dirname "${2:?--patch FILE}")" && pwd)/$(basename "$2")"); shift 2 ;;
     --expect) expect=${2:?--expect fail|pass}; shift 2 ;;
+    --published) published=${2:?--published VERSION}; shift 2 ;;
     --) shift; break ;;
     -*) echo "upstream-test: unknown option $1" >&2; exit 2 ;;
     *) break ;;
@@ -47,7 +55,8 @@ for p in "${patches[@]}"; do
 done
 # A module zip leaves nested modules out: a replace onto a directory the
 # copy does not hold is dropped, so the go.mod's own requirement applies
-# (as fuzz/target's build does: dropMissingReplaces).
+# (as fuzz/target's build does: dropMissingReplaces), or, with --published,
+# points at that published version.
 (cd "$work" && go mod edit -json | python3 -c '
 import json, sys
 for r in json.load(sys.stdin).get("Replace") or []:
@@ -55,7 +64,13 @@ for r in json.load(sys.stdin).get("Replace") or []:
     if new.startswith("./") or new.startswith("../"):
         print(r["Old"]["Path"] + (("@" + r["Old"]["Version"]) if r["Old"].get("Version") else "") + "\t" + new)
 ' | while IFS=$'\t' read -r old new; do
-  [ -d "$new" ] || { echo "upstream-test: dropping replace $old => $new (not in the module zip)"; go mod edit -dropreplace="$old"; }
+  [ -d "$new" ] && continue
+  if [ -n "$published" ]; then
+    echo "upstream-test: replace $old => $new (not in the module zip) becomes ${old%@*} $published"
+    go mod edit -replace="$old=${old%@*}@$published"
+  else
+    echo "upstream-test: dropping replace $old => $new (not in the module zip)"; go mod edit -dropreplace="$old"
+  fi
 done)
 echo "upstream-test: $mod, package ./$pkg, with $(basename "$file")${patches:+ and ${#patches[@]} patch(es)}${expect:+, expecting the test to $expect}"
 cd "$work" || exit 2

@@ -1,9 +1,12 @@
 package kcm_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/proxy/reaper"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 	"github.com/stalefuzz/stalefuzz/scenarios/kcm"
 )
@@ -180,4 +184,38 @@ var _ = Describe("node lifecycle controller: a dead node's Lease written without
 			SatisfyAll(HaveField("Oracle", "still-ready"), HaveField("Message", ContainSubstring("node node-b: still Ready"))),
 		), res.Report())
 	})
+	It("with it on and the fix (fix/compare-cached-lease.patch: the live Lease compared with the informer's copy), is marked Unknown", func() {
+		// kube-controller-manager built with the patch (hack/kcm-patched.sh,
+		// cached beside the release's), run by an Env of its own.
+		out, err := exec.Command("bash", "../../hack/kcm-patched.sh", "fix/compare-cached-lease.patch").Output()
+		Expect(err).NotTo(HaveOccurred(), "building kube-controller-manager with the fix: %s", errOutput(err))
+		bin := strings.TrimSpace(string(out[bytes.LastIndexByte(bytes.TrimSpace(out), '\n')+1:]))
+		Expect(bin).To(BeAnExistingFile())
+		prev, had := os.LookupEnv("STALEFUZZ_KUBE_CONTROLLER_MANAGER")
+		Expect(os.Setenv("STALEFUZZ_KUBE_CONTROLLER_MANAGER", bin)).To(Succeed())
+		DeferCleanup(func() {
+			if had {
+				os.Setenv("STALEFUZZ_KUBE_CONTROLLER_MANAGER", prev)
+			} else {
+				os.Unsetenv("STALEFUZZ_KUBE_CONTROLLER_MANAGER")
+			}
+		})
+		Expect(kcm.Binary()).To(Equal(bin))
+		e, err := fuzz.NewEnv(kcm.NodeLifecycle(true))
+		Expect(err).NotTo(HaveOccurred())
+		res, err := e.Run(context.Background(), touched, fuzz.Retries(3))
+		Expect(err).NotTo(HaveOccurred(), "schedule %s", touched)
+		Expect(e.Stop()).To(Succeed())
+		Expect(res.Violations).To(BeEmpty(), res.Report())
+		Expect(reaper.Running(bin)).To(BeEmpty(), "the fixed kube-controller-manager left running")
+	})
 })
+
+// errOutput is a failed command's standard error, when it has one.
+func errOutput(err error) string {
+	var x *exec.ExitError
+	if errors.As(err, &x) {
+		return string(x.Stderr)
+	}
+	return ""
+}
