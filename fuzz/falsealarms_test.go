@@ -129,9 +129,9 @@ func TestTriage(t *testing.T) {
 }
 
 // TestSelfViewKinds: the writes behind their writer's own that replaced
-// its values for good are grouped by writer, write, own write and fields
-// (list indexes dropped), each kind counted in writes and executions with
-// its first message; a write whose values a later write restored is in no
+// its values for good are grouped by writer, write and own write, each kind
+// with the fields its writes replaced (list indexes dropped), counted in
+// writes and executions with its first message; a write whose values a later write restored is in no
 // kind; the kinds survive the JSON line `stalefuzz false-alarms` reads.
 func TestSelfViewKinds(t *testing.T) {
 	stale := func(name, caller string, paths ...string) audit.SelfStale {
@@ -151,7 +151,7 @@ func TestSelfViewKinds(t *testing.T) {
 	}}
 	second := audit.Report{SelfStale: []audit.SelfStale{
 		stale("w1", "scale.go:7", "status.replicas"),
-		stale("w1", "status.go:10", "status.conditions[1]"),
+		stale("w1", "status.go:10", "status.conditions[1]", "status.count"),
 	}}
 	var f FalseAlarms
 	for i, rep := range []audit.Report{first, second} {
@@ -177,7 +177,7 @@ func TestSelfViewKinds(t *testing.T) {
 		text                     string
 		writes, execs, firstExec int
 	}{
-		{"op's patch status widgets.example.com at status.go:10, behind its own patch status widgets.example.com at status.go:10, replaced status.conditions[]", 3, 2, 1},
+		{"op's patch status widgets.example.com at status.go:10, behind its own patch status widgets.example.com at status.go:10, replaced status.conditions[], status.count", 3, 2, 1},
 		{"op's patch status widgets.example.com at scale.go:7, behind its own patch status widgets.example.com at status.go:10, replaced status.replicas", 1, 1, 2},
 	}
 	for i, w := range want {

@@ -76,16 +76,18 @@ func selfViews(tr trace.Trace, rep audit.Report, rewritten map[string]bool) (Sel
 // SelfViewKind is one kind of write behind its writer's own that replaced
 // that write's values for good (the stale-self-view oracle's case): the
 // writer, its write and the own write it had not seen, each by verb,
-// subresource, resource and call site, and the fields it replaced (list
-// indexes dropped). A false-alarm measurement groups such writes by kind
-// (FalseAlarms.SelfViewKinds) so that each kind is read once: whether it
-// lost something or only recomputed what its own write had set.
+// subresource, resource and call site. A false-alarm measurement groups
+// such writes by kind (FalseAlarms.SelfViewKinds) so that each kind is read
+// once, at its call sites: whether it lost something or only recomputed
+// what its own write had set.
 type SelfViewKind struct {
 	Client string
 	// Write and Own are the write and the writer's own unseen write:
 	// "patch status certificates.cert-manager.io at sync.go:120".
 	Write, Own string
-	Paths      []string
+	// Paths are the fields the kind's writes replaced, list indexes
+	// dropped, sorted.
+	Paths []string
 	// Writes and Executions count the writes of this kind and the
 	// executions with one.
 	Writes, Executions int `json:",omitempty"`
@@ -97,7 +99,7 @@ type SelfViewKind struct {
 
 // key is what makes two writes one kind.
 func (k SelfViewKind) key() string {
-	return k.Client + "\x00" + k.Write + "\x00" + k.Own + "\x00" + strings.Join(k.Paths, ",")
+	return k.Client + "\x00" + k.Write + "\x00" + k.Own
 }
 
 func (k SelfViewKind) String() string {
@@ -149,10 +151,12 @@ func addSelfViewKinds(kinds []SelfViewKind, i int, writes []selfViewWrite) []Sel
 		j := slices.IndexFunc(kinds, func(k SelfViewKind) bool { return k.key() == key })
 		if j < 0 {
 			k := w.kind
+			k.Paths = slices.Clone(k.Paths)
 			k.First, k.FirstExecution = w.message, i
 			kinds = append(kinds, k)
 			j = len(kinds) - 1
 		}
+		kinds[j].Paths = slices.Compact(slices.Sorted(slices.Values(append(kinds[j].Paths, w.kind.Paths...))))
 		kinds[j].Writes++
 		if !seen[key] {
 			seen[key] = true
