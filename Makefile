@@ -31,6 +31,7 @@ UPSTREAM = hack/upstream-test.sh
 KUBERAY_TEST = github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray scenarios/kuberay/testdata/upstream/raycluster_lost_head_create_test.go
 CERTMANAGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/keymanager scenarios/certmanager/testdata/upstream/keymanager_status_conflict_test.go
 PROMOP_TEST = github.com/prometheus-operator/prometheus-operator@v0.93.0 pkg/operator scenarios/prometheusoperator/testdata/upstream/resource_reconciler_tombstone_test.go
+CERTMANAGER_TRIGGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/trigger scenarios/certmanager/testdata/upstream/trigger_secret_cache_behind_test.go
 NODELIFECYCLE_TEST = --published v0.37.1 k8s.io/kubernetes@v1.37.1 pkg/controller/nodelifecycle scenarios/kcm/testdata/upstream/node_lifecycle_lease_written_test.go
 upstream-tests: ## each new finding's test in its project's own style, run inside the release's module: it must fail at the release and pass with the fix (minutes: a build per project)
 	$(UPSTREAM) --expect fail $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/generated'
@@ -40,6 +41,9 @@ upstream-tests: ## each new finding's test in its project's own style, run insid
 	$(UPSTREAM) --expect pass --patch scenarios/prometheusoperator/fix/tombstone.patch $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
 	$(UPSTREAM) --expect fail $(CERTMANAGER_TEST) -run 'TestProcessItem_StatusConflictAfterSecretCreate'
 	$(UPSTREAM) --expect pass --patch scenarios/certmanager/fix/adopt-unrecorded-key.patch $(CERTMANAGER_TEST) -run 'TestProcessItem_StatusConflictAfterSecretCreate'
+	$(UPSTREAM) --expect fail $(CERTMANAGER_TRIGGER_TEST) -run 'Test_controller_ProcessItem_SecretCacheBehind'
+	@# With the fix, the package's every test (the patch updates two of them: a decision to re-issue now reads the Secret).
+	$(UPSTREAM) --expect pass --patch scenarios/certmanager/fix/recheck-live-secret.patch $(CERTMANAGER_TRIGGER_TEST)
 	$(UPSTREAM) --expect fail $(NODELIFECYCLE_TEST) -run 'TestMonitorNodeHealthLeaseWrittenWithoutRenewal'
 	@# With the fix, the package's every test: the circuit breaker's own included.
 	$(UPSTREAM) --expect pass --patch scenarios/kcm/fix/compare-cached-lease.patch $(NODELIFECYCLE_TEST)
