@@ -56,11 +56,15 @@
 // write to O that was stored and whose answer C had received before t, by
 // the same instance of C (a restarted instance did not write what its
 // predecessor did; a Cut withheld the answer; an abandoned request was
-// never answered). Whatever its lock and outcome: a locked W from that view
-// meets 409 and stores nothing, which the row shows. For a stored W, a field
-// it set is Replaced when the newest stored write to that field after C's
-// view and before W was C's own and set another value, and Restored when a
-// later stored write set it back. Many correct controllers recompute a
+// never answered). A server-side apply is one field manager's write: C's
+// writes are then the applies of W's own field manager only (a process that
+// runs several controllers, each applying its own fields under a manager of
+// its own, is several writers). Whatever its lock and outcome: a locked W
+// from that view meets 409 and stores nothing, which the row shows. For a
+// stored W, a field it set is Replaced when the newest stored write to that
+// field after C's view and before W was C's own and set another value
+// (another manager's apply in between is passed over: the apiserver merged
+// it with W's), and Restored when a later stored write set it back. Many correct controllers recompute a
 // status from a view like that and lose nothing: a SelfStale write is an
 // explanation, which package fuzz's oracles judge (see its doc).
 //
