@@ -63,14 +63,8 @@ else
 	build etcd "$here/tools/etcd" .
 fi
 
-# The version ldflags kubernetes' own build sets, under both packages that report it.
-major=${K8S_VERSION#v}; major=${major%%.*}
-minor=${K8S_VERSION#v}; minor=${minor#*.}; minor=${minor%%.*}
-ld=""
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${major} -X $p.gitMinor=${minor}"
-	ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
-done
+# The version ldflags kubernetes' own build sets (versions.sh).
+ld=$(k8s_version_ldflags)
 
 # kube-apiserver, kube-controller-manager (the target of scenarios/kcm and the
 # builtins of target files) and kube-scheduler (target files' builtins, where

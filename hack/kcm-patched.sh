@@ -48,14 +48,8 @@ for p in "${patches[@]}"; do
 done
 cp "$here/tools/kube-apiserver/go.mod" "$here/tools/kube-apiserver/go.sum" "$work/tools/"
 (cd "$work/tools" && go mod edit -replace="k8s.io/kubernetes=$work/kubernetes")
-# The version ldflags kubernetes' own build sets (as assets.sh does).
-major=${K8S_VERSION#v}; major=${major%%.*}
-minor=${K8S_VERSION#v}; minor=${minor#*.}; minor=${minor%%.*}
-ld=""
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${major} -X $p.gitMinor=${minor}"
-	ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
-done
+# The version ldflags kubernetes' own build sets (versions.sh).
+ld=$(k8s_version_ldflags)
 echo "kcm-patched: building kube-controller-manager ${K8S_VERSION} with ${#patches[@]} patch(es) (1-2 minutes with make assets' build cache)" >&2
 (cd "$work/tools" && GOWORK=off GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w $ld" -o "$dir/.kcm-patched-$hash.tmp" k8s.io/kubernetes/cmd/kube-controller-manager >&2)
 mv -f "$dir/.kcm-patched-$hash.tmp" "$bin"

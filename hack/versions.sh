@@ -13,3 +13,16 @@ envtest_assets_dir() {
 		echo "${XDG_DATA_HOME:-$HOME/.local/share}/kubebuilder-envtest/k8s/${K8S_VERSION#v}-$(go env GOOS)-$(go env GOARCH)"
 	fi
 }
+
+# k8s_version_ldflags prints the version ldflags Kubernetes' own build sets,
+# under both packages that report it, for K8S_VERSION.
+k8s_version_ldflags() {
+	local major minor ld="" p
+	major=${K8S_VERSION#v}; major=${major%%.*}
+	minor=${K8S_VERSION#v}; minor=${minor#*.}; minor=${minor%%.*}
+	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ld+=" -X $p.gitVersion=${K8S_VERSION} -X $p.gitMajor=${major} -X $p.gitMinor=${minor}"
+		ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+	done
+	echo "$ld"
+}
