@@ -1,0 +1,98 @@
+/*
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package ray
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	clientFake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/common"
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/expectations"
+	"github.com/ray-project/kuberay/ray-operator/pkg/client/clientset/versioned/scheme"
+)
+
+// TestReconcile_WorkerPodsAfterRestartOntoStaleList: the operator creates the
+// head Pod and the worker Pods and is restarted right after (an OOM kill, an
+// eviction, a rollout). The new process has no expectations, and its
+// informer's first list comes from an API server whose watch cache has not
+// seen the last worker Pod's create yet (a LIST at resourceVersion 0, as
+// client-go lists without WatchList). The worker group must not end with
+// more Pods than its replicas: the extra one would later be deleted, at
+// random among running workers.
+func TestReconcile_WorkerPodsAfterRestartOntoStaleList(t *testing.T) {
+	setupTest(t)
+	ctx := context.Background()
+
+	// Pods the restarted process's cache has not listed yet.
+	stale := map[string]bool{}
+	fakeClient := clientFake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if pods, ok := list.(*corev1.PodList); ok {
+				var seen []corev1.Pod
+				for _, pod := range pods.Items {
+					if !stale[pod.Name] {
+						seen = append(seen, pod)
+					}
+				}
+				pods.Items = seen
+			}
+			return nil
+		},
+	}).Build()
+	newReconciler := func() *RayClusterReconciler {
+		return &RayClusterReconciler{
+			Client:                     fakeClient,
+			Recorder:                   record.NewFakeRecorder(100),
+			Scheme:                     scheme.Scheme,
+			rayClusterScaleExpectation: expectations.NewRayClusterScaleExpectation(fakeClient),
+		}
+	}
+	group := testRayCluster.Spec.WorkerGroupSpecs[0]
+	replicas := int(*group.Replicas * group.NumOfHosts)
+	workerPods := func() []string {
+		pods := corev1.PodList{}
+		require.NoError(t, fakeClient.List(ctx, &pods, common.RayClusterGroupPodsAssociationOptions(testRayCluster, group.GroupName).ToListOptions()...))
+		var names []string
+		for _, pod := range pods.Items {
+			names = append(names, pod.Name)
+		}
+		return names
+	}
+
+	// The first process creates the head Pod and the workers.
+	_ = newReconciler().reconcilePods(ctx, testRayCluster)
+	first := workerPods()
+	require.Len(t, first, replicas, "worker Pods made by the first process")
+
+	// It is restarted; the new process lists from a lagging API server that
+	// has not seen the last worker's create.
+	stale[first[len(first)-1]] = true
+	_ = newReconciler().reconcilePods(ctx, testRayCluster)
+
+	// That create reaches the new process's cache.
+	clear(stale)
+	assert.Len(t, workerPods(), replicas, "worker Pods of group %s after a restart onto a lagging API server", group.GroupName)
+}
