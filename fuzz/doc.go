@@ -86,7 +86,10 @@
 // triaged: a race (a finding) unless up to TriageRuns more no-fault runs of
 // its knob setting show the same difference, or one in a field they vary,
 // with no write behind its writer's own to explain it: then the
-// controller's nondeterminism, a false alarm.
+// controller's nondeterminism, a false alarm. The measurement also groups
+// the writes behind their writer's own that replaced its values for good by
+// kind (FalseAlarms.SelfViewKinds: writer, write and own write, with the
+// fields replaced), so that each kind is read once.
 //
 // Main shares one control plane among a test binary's Envs.
 //
