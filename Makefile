@@ -30,7 +30,6 @@ bench: assets ## print the proxy's throughput and latency figures against a dire
 UPSTREAM = hack/upstream-test.sh
 KUBERAY_TEST = github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray scenarios/kuberay/testdata/upstream/raycluster_lost_head_create_test.go
 KUBERAY_RESTART_TEST = github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray scenarios/kuberay/testdata/upstream/raycluster_restart_stale_list_test.go
-KUBERAY_WORKERS_TEST = github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray scenarios/kuberay/testdata/upstream/raycluster_restart_stale_workers_test.go
 CERTMANAGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/keymanager scenarios/certmanager/testdata/upstream/keymanager_status_conflict_test.go
 PROMOP_TEST = github.com/prometheus-operator/prometheus-operator@v0.93.0 pkg/operator scenarios/prometheusoperator/testdata/upstream/resource_reconciler_tombstone_test.go
 CERTMANAGER_TRIGGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/trigger scenarios/certmanager/testdata/upstream/trigger_secret_cache_behind_test.go
@@ -42,7 +41,7 @@ upstream-tests: ## each new finding's test in its project's own style, run insid
 	$(UPSTREAM) --expect fail $(KUBERAY_RESTART_TEST) -run 'TestReconcile_HeadPodAfterRestartOntoStaleList/generated'
 	$(UPSTREAM) --expect pass $(KUBERAY_RESTART_TEST) -run 'TestReconcile_HeadPodAfterRestartOntoStaleList/deterministic'
 	@# No fix is built for this one yet: it only fails, at the release.
-	$(UPSTREAM) --expect fail $(KUBERAY_WORKERS_TEST) -run 'TestReconcile_WorkerPodsAfterRestartOntoStaleList'
+	$(UPSTREAM) --expect fail $(KUBERAY_RESTART_TEST) -run 'TestReconcile_WorkerPodsAfterRestartOntoStaleList'
 	$(UPSTREAM) --expect fail $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
 	$(UPSTREAM) --expect pass --patch scenarios/prometheusoperator/fix/tombstone.patch $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
 	$(UPSTREAM) --expect fail $(CERTMANAGER_TEST) -run 'TestProcessItem_StatusConflictAfterSecretCreate'

@@ -55,23 +55,7 @@ func TestReconcile_HeadPodAfterRestartOntoStaleList(t *testing.T) {
 
 			// Pods the restarted process's cache has not listed yet.
 			stale := map[string]bool{}
-			fakeClient := clientFake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
-				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-					if err := c.List(ctx, list, opts...); err != nil {
-						return err
-					}
-					if pods, ok := list.(*corev1.PodList); ok {
-						var seen []corev1.Pod
-						for _, pod := range pods.Items {
-							if !stale[pod.Name] {
-								seen = append(seen, pod)
-							}
-						}
-						pods.Items = seen
-					}
-					return nil
-				},
-			}).Build()
+			fakeClient := staleListClient(stale)
 			newReconciler := func() *RayClusterReconciler {
 				return &RayClusterReconciler{
 					Client:                     fakeClient,
@@ -108,4 +92,77 @@ func TestReconcile_HeadPodAfterRestartOntoStaleList(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReconcile_WorkerPodsAfterRestartOntoStaleList: the operator creates the
+// head Pod and the worker Pods and is restarted right after (an OOM kill, an
+// eviction, a rollout). The new process has no expectations, and its
+// informer's first list comes from an API server whose watch cache has not
+// seen the last worker Pod's create yet (a LIST at resourceVersion 0, as
+// client-go lists without WatchList). The worker group must not end with
+// more Pods than its replicas: the extra one would later be deleted, at
+// random among running workers.
+func TestReconcile_WorkerPodsAfterRestartOntoStaleList(t *testing.T) {
+	setupTest(t)
+	ctx := context.Background()
+
+	// Pods the restarted process's cache has not listed yet.
+	stale := map[string]bool{}
+	fakeClient := staleListClient(stale)
+	newReconciler := func() *RayClusterReconciler {
+		return &RayClusterReconciler{
+			Client:                     fakeClient,
+			Recorder:                   record.NewFakeRecorder(100),
+			Scheme:                     scheme.Scheme,
+			rayClusterScaleExpectation: expectations.NewRayClusterScaleExpectation(fakeClient),
+		}
+	}
+	group := testRayCluster.Spec.WorkerGroupSpecs[0]
+	replicas := int(*group.Replicas * group.NumOfHosts)
+	workerPods := func() []string {
+		pods := corev1.PodList{}
+		require.NoError(t, fakeClient.List(ctx, &pods, common.RayClusterGroupPodsAssociationOptions(testRayCluster, group.GroupName).ToListOptions()...))
+		var names []string
+		for _, pod := range pods.Items {
+			names = append(names, pod.Name)
+		}
+		return names
+	}
+
+	// The first process creates the head Pod and the workers.
+	_ = newReconciler().reconcilePods(ctx, testRayCluster)
+	first := workerPods()
+	require.Len(t, first, replicas, "worker Pods made by the first process")
+
+	// It is restarted; the new process lists from a lagging API server that
+	// has not seen the last worker's create.
+	stale[first[len(first)-1]] = true
+	_ = newReconciler().reconcilePods(ctx, testRayCluster)
+
+	// That create reaches the new process's cache.
+	clear(stale)
+	assert.Len(t, workerPods(), replicas, "worker Pods of group %s after a restart onto a lagging API server", group.GroupName)
+}
+
+// staleListClient is a fake client whose List leaves out the Pods named in
+// stale: the cache of a restarted process whose first list came from an
+// API server that had not seen them yet.
+func staleListClient(stale map[string]bool) client.WithWatch {
+	return clientFake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if pods, ok := list.(*corev1.PodList); ok {
+				var seen []corev1.Pod
+				for _, pod := range pods.Items {
+					if !stale[pod.Name] {
+						seen = append(seen, pod)
+					}
+				}
+				pods.Items = seen
+			}
+			return nil
+		},
+	}).Build()
 }
