@@ -58,16 +58,8 @@ func TestFalseAlarmsAdd(t *testing.T) {
 	if !reflect.DeepEqual(f.Alarms, want) {
 		t.Errorf("alarms %+v, want %+v", f.Alarms, want)
 	}
-	b, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back FalseAlarms
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(back.Alarms, want) {
-		t.Errorf("alarms after a JSON round trip %+v, want %+v (%s)", back.Alarms, want, b)
+	if back := jsonRoundTrip(t, f); !reflect.DeepEqual(back.Alarms, want) {
+		t.Errorf("alarms after a JSON round trip %+v, want %+v", back.Alarms, want)
 	}
 }
 
@@ -161,15 +153,7 @@ func TestSelfViewKinds(t *testing.T) {
 		}
 		f.add(i+1, Schedule{}, nil, &Result{SelfViews: st, selfViewWrites: writes}, nil, "", "")
 	}
-	b, err := json.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back FalseAlarms
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	got := back.SelfViewKinds
+	got := jsonRoundTrip(t, f).SelfViewKinds
 	if len(got) != 2 {
 		t.Fatalf("kinds %+v, want 2", got)
 	}
@@ -186,4 +170,19 @@ func TestSelfViewKinds(t *testing.T) {
 			t.Errorf("kind %d: %q, %d writes in %d executions, first in %d (%s); want %q, %d in %d, first in %d", i, k, k.Writes, k.Executions, k.FirstExecution, k.First, w.text, w.writes, w.execs, w.firstExec)
 		}
 	}
+}
+
+// jsonRoundTrip is f as `stalefuzz false-alarms` reads it back from the
+// driver's JSON line.
+func jsonRoundTrip(t *testing.T, f FalseAlarms) FalseAlarms {
+	t.Helper()
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back FalseAlarms
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	return back
 }

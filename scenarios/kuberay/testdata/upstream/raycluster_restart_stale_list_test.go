@@ -56,32 +56,18 @@ func TestReconcile_HeadPodAfterRestartOntoStaleList(t *testing.T) {
 			// Pods the restarted process's cache has not listed yet.
 			stale := map[string]bool{}
 			fakeClient := staleListClient(stale)
-			newReconciler := func() *RayClusterReconciler {
-				return &RayClusterReconciler{
-					Client:                     fakeClient,
-					Recorder:                   record.NewFakeRecorder(100),
-					Scheme:                     scheme.Scheme,
-					rayClusterScaleExpectation: expectations.NewRayClusterScaleExpectation(fakeClient),
-				}
-			}
 			headPods := func() []string {
-				pods := corev1.PodList{}
-				require.NoError(t, fakeClient.List(ctx, &pods, common.RayClusterHeadPodsAssociationOptions(testRayCluster).ToListOptions()...))
-				var names []string
-				for _, pod := range pods.Items {
-					names = append(names, pod.Name)
-				}
-				return names
+				return podNames(t, fakeClient, common.RayClusterHeadPodsAssociationOptions(testRayCluster))
 			}
 
 			// The first process creates the head Pod.
-			_ = newReconciler().reconcilePods(ctx, testRayCluster)
+			_ = newProcess(fakeClient).reconcilePods(ctx, testRayCluster)
 			first := headPods()
 			require.Len(t, first, 1, "head Pods made by the first process")
 
 			// It is restarted; the new process lists from a lagging API server.
 			stale[first[0]] = true
-			restarted := newReconciler()
+			restarted := newProcess(fakeClient)
 			_ = restarted.reconcilePods(ctx, testRayCluster)
 
 			// The head Pod's event reaches the new process's cache.
@@ -109,35 +95,21 @@ func TestReconcile_WorkerPodsAfterRestartOntoStaleList(t *testing.T) {
 	// Pods the restarted process's cache has not listed yet.
 	stale := map[string]bool{}
 	fakeClient := staleListClient(stale)
-	newReconciler := func() *RayClusterReconciler {
-		return &RayClusterReconciler{
-			Client:                     fakeClient,
-			Recorder:                   record.NewFakeRecorder(100),
-			Scheme:                     scheme.Scheme,
-			rayClusterScaleExpectation: expectations.NewRayClusterScaleExpectation(fakeClient),
-		}
-	}
 	group := testRayCluster.Spec.WorkerGroupSpecs[0]
 	replicas := int(*group.Replicas * group.NumOfHosts)
 	workerPods := func() []string {
-		pods := corev1.PodList{}
-		require.NoError(t, fakeClient.List(ctx, &pods, common.RayClusterGroupPodsAssociationOptions(testRayCluster, group.GroupName).ToListOptions()...))
-		var names []string
-		for _, pod := range pods.Items {
-			names = append(names, pod.Name)
-		}
-		return names
+		return podNames(t, fakeClient, common.RayClusterGroupPodsAssociationOptions(testRayCluster, group.GroupName))
 	}
 
 	// The first process creates the head Pod and the workers.
-	_ = newReconciler().reconcilePods(ctx, testRayCluster)
+	_ = newProcess(fakeClient).reconcilePods(ctx, testRayCluster)
 	first := workerPods()
 	require.Len(t, first, replicas, "worker Pods made by the first process")
 
 	// It is restarted; the new process lists from a lagging API server that
 	// has not seen the last worker's create.
 	stale[first[len(first)-1]] = true
-	_ = newReconciler().reconcilePods(ctx, testRayCluster)
+	_ = newProcess(fakeClient).reconcilePods(ctx, testRayCluster)
 
 	// That create reaches the new process's cache.
 	clear(stale)
@@ -165,4 +137,26 @@ func staleListClient(stale map[string]bool) client.WithWatch {
 			return nil
 		},
 	}).Build()
+}
+
+// newProcess is a RayClusterReconciler as a new operator process makes it:
+// its scale expectations empty.
+func newProcess(c client.Client) *RayClusterReconciler {
+	return &RayClusterReconciler{
+		Client:                     c,
+		Recorder:                   record.NewFakeRecorder(100),
+		Scheme:                     scheme.Scheme,
+		rayClusterScaleExpectation: expectations.NewRayClusterScaleExpectation(c),
+	}
+}
+
+// podNames lists the names of the Pods matching opts, as the API server has them.
+func podNames(t *testing.T, c client.Client, opts common.AssociationOptions) []string {
+	pods := corev1.PodList{}
+	require.NoError(t, c.List(context.Background(), &pods, opts.ToListOptions()...))
+	var names []string
+	for _, pod := range pods.Items {
+		names = append(names, pod.Name)
+	}
+	return names
 }
