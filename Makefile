@@ -40,8 +40,9 @@ upstream-tests: ## each new finding's test in its project's own style, run insid
 	$(UPSTREAM) --expect pass --patch scenarios/kuberay/fix/expect-unacknowledged-head.patch $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost'
 	$(UPSTREAM) --expect fail $(KUBERAY_RESTART_TEST) -run 'TestReconcile_HeadPodAfterRestartOntoStaleList/generated'
 	$(UPSTREAM) --expect pass $(KUBERAY_RESTART_TEST) -run 'TestReconcile_HeadPodAfterRestartOntoStaleList/deterministic'
-	@# No fix is built for this one yet: it only fails, at the release.
+	$(UPSTREAM) --expect pass --patch scenarios/kuberay/fix/recheck-live-pods.patch $(KUBERAY_RESTART_TEST) -run 'TestReconcile_HeadPodAfterRestartOntoStaleList'
 	$(UPSTREAM) --expect fail $(KUBERAY_RESTART_TEST) -run 'TestReconcile_WorkerPodsAfterRestartOntoStaleList'
+	$(UPSTREAM) --expect pass --patch scenarios/kuberay/fix/recheck-live-pods.patch $(KUBERAY_RESTART_TEST) -run 'TestReconcile_WorkerPodsAfterRestartOntoStaleList'
 	$(UPSTREAM) --expect fail $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
 	$(UPSTREAM) --expect pass --patch scenarios/prometheusoperator/fix/tombstone.patch $(PROMOP_TEST) -run 'TestOnDeleteStatefulSetTombstone'
 	$(UPSTREAM) --expect fail $(CERTMANAGER_TEST) -run 'TestProcessItem_StatusConflictAfterSecretCreate'

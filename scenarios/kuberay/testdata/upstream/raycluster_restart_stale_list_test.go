@@ -16,6 +16,7 @@ package ray
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,19 +56,19 @@ func TestReconcile_HeadPodAfterRestartOntoStaleList(t *testing.T) {
 
 			// Pods the restarted process's cache has not listed yet.
 			stale := map[string]bool{}
-			fakeClient := staleListClient(stale)
+			cached, live := staleListClient(stale)
 			headPods := func() []string {
-				return podNames(t, fakeClient, common.RayClusterHeadPodsAssociationOptions(testRayCluster))
+				return podNames(t, live, common.RayClusterHeadPodsAssociationOptions(testRayCluster))
 			}
 
 			// The first process creates the head Pod.
-			_ = newProcess(fakeClient).reconcilePods(ctx, testRayCluster)
+			_ = newProcess(cached, live).reconcilePods(ctx, testRayCluster)
 			first := headPods()
 			require.Len(t, first, 1, "head Pods made by the first process")
 
 			// It is restarted; the new process lists from a lagging API server.
 			stale[first[0]] = true
-			restarted := newProcess(fakeClient)
+			restarted := newProcess(cached, live)
 			_ = restarted.reconcilePods(ctx, testRayCluster)
 
 			// The head Pod's event reaches the new process's cache.
@@ -94,33 +95,35 @@ func TestReconcile_WorkerPodsAfterRestartOntoStaleList(t *testing.T) {
 
 	// Pods the restarted process's cache has not listed yet.
 	stale := map[string]bool{}
-	fakeClient := staleListClient(stale)
+	cached, live := staleListClient(stale)
 	group := testRayCluster.Spec.WorkerGroupSpecs[0]
 	replicas := int(*group.Replicas * group.NumOfHosts)
 	workerPods := func() []string {
-		return podNames(t, fakeClient, common.RayClusterGroupPodsAssociationOptions(testRayCluster, group.GroupName))
+		return podNames(t, live, common.RayClusterGroupPodsAssociationOptions(testRayCluster, group.GroupName))
 	}
 
 	// The first process creates the head Pod and the workers.
-	_ = newProcess(fakeClient).reconcilePods(ctx, testRayCluster)
+	_ = newProcess(cached, live).reconcilePods(ctx, testRayCluster)
 	first := workerPods()
 	require.Len(t, first, replicas, "worker Pods made by the first process")
 
 	// It is restarted; the new process lists from a lagging API server that
 	// has not seen the last worker's create.
 	stale[first[len(first)-1]] = true
-	_ = newProcess(fakeClient).reconcilePods(ctx, testRayCluster)
+	_ = newProcess(cached, live).reconcilePods(ctx, testRayCluster)
 
 	// That create reaches the new process's cache.
 	clear(stale)
 	assert.Len(t, workerPods(), replicas, "worker Pods of group %s after a restart onto a lagging API server", group.GroupName)
 }
 
-// staleListClient is a fake client whose List leaves out the Pods named in
-// stale: the cache of a restarted process whose first list came from an
-// API server that had not seen them yet.
-func staleListClient(stale map[string]bool) client.WithWatch {
-	return clientFake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+// staleListClient is a fake client, live, and the same client as a
+// restarted process's cache sees it, cached: its List leaves out the Pods
+// named in stale, as a first list from an API server that had not seen them
+// yet does.
+func staleListClient(stale map[string]bool) (cached, live client.WithWatch) {
+	live = clientFake.NewClientBuilder().Build()
+	return interceptor.NewClient(live, interceptor.Funcs{
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			if err := c.List(ctx, list, opts...); err != nil {
 				return err
@@ -136,18 +139,25 @@ func staleListClient(stale map[string]bool) client.WithWatch {
 			}
 			return nil
 		},
-	}).Build()
+	}), live
 }
 
 // newProcess is a RayClusterReconciler as a new operator process makes it:
-// its scale expectations empty.
-func newProcess(c client.Client) *RayClusterReconciler {
-	return &RayClusterReconciler{
+// its scale expectations empty, its reads from the cache, c. A reconciler
+// with an APIReader field (an uncached reader, the manager's
+// GetAPIReader(), which the fix adds) is given live as it; v1.6.2's has
+// none, and the field is set by name so that the test builds there too.
+func newProcess(c client.Client, live client.Reader) *RayClusterReconciler {
+	r := &RayClusterReconciler{
 		Client:                     c,
 		Recorder:                   record.NewFakeRecorder(100),
 		Scheme:                     scheme.Scheme,
 		rayClusterScaleExpectation: expectations.NewRayClusterScaleExpectation(c),
 	}
+	if f := reflect.ValueOf(r).Elem().FieldByName("APIReader"); f.IsValid() {
+		f.Set(reflect.ValueOf(live))
+	}
+	return r
 }
 
 // podNames lists the names of the Pods matching opts, as the API server has them.
