@@ -30,11 +30,14 @@ bench: assets ## print the proxy's throughput and latency figures against a dire
 UPSTREAM = hack/upstream-test.sh
 KUBERAY_TEST = github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray scenarios/kuberay/testdata/upstream/raycluster_lost_head_create_test.go
 KUBERAY_RESTART_TEST = github.com/ray-project/kuberay/ray-operator@v1.6.2 controllers/ray scenarios/kuberay/testdata/upstream/raycluster_restart_stale_list_test.go
+KEDA_SCALE_JOBS_TEST = github.com/kedacore/keda/v2@v2.21.0 pkg/scaling/executor scenarios/keda/testdata/upstream/scale_jobs_cache_behind_test.go
+KEDA_FIRST_POLL_TEST = github.com/kedacore/keda/v2@v2.21.0 controllers/keda scenarios/keda/testdata/upstream/scaledjob_first_poll_cache_behind_test.go
+KEDA_STATUS_TEST = github.com/kedacore/keda/v2@v2.21.0 pkg/scaling scenarios/keda/testdata/upstream/scale_handler_status_cache_behind_test.go
 CERTMANAGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/keymanager scenarios/certmanager/testdata/upstream/keymanager_status_conflict_test.go
 PROMOP_TEST = github.com/prometheus-operator/prometheus-operator@v0.93.0 pkg/operator scenarios/prometheusoperator/testdata/upstream/resource_reconciler_tombstone_test.go
 CERTMANAGER_TRIGGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/trigger scenarios/certmanager/testdata/upstream/trigger_secret_cache_behind_test.go
 NODELIFECYCLE_TEST = --published v0.37.1 k8s.io/kubernetes@v1.37.1 pkg/controller/nodelifecycle scenarios/kcm/testdata/upstream/node_lifecycle_lease_written_test.go
-upstream-tests: ## each new finding's test in its project's own style, run inside the release's module: it must fail at the release and pass with the fix (minutes: a build per project)
+upstream-tests: assets ## each new finding's test in its project's own style, run inside the release's module: it must fail at the release and pass with the fix (minutes: a build per project)
 	$(UPSTREAM) --expect fail $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/generated'
 	$(UPSTREAM) --expect pass $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/deterministic'
 	$(UPSTREAM) --expect pass --patch scenarios/kuberay/fix/expect-unacknowledged-head.patch $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost'
@@ -50,6 +53,14 @@ upstream-tests: ## each new finding's test in its project's own style, run insid
 	$(UPSTREAM) --expect fail $(CERTMANAGER_TRIGGER_TEST) -run 'Test_controller_ProcessItem_SecretCacheBehind'
 	@# With the fix, the package's every test (the patch updates two of them: a decision to re-issue now reads the Secret).
 	$(UPSTREAM) --expect pass --patch scenarios/certmanager/fix/recheck-live-secret.patch $(CERTMANAGER_TRIGGER_TEST)
+	$(UPSTREAM) --expect fail $(KEDA_SCALE_JOBS_TEST) -run 'TestRequestJobScale_CreatedJobsNotYetInCache'
+	@# With the fix, the package's every test.
+	$(UPSTREAM) --expect pass --patch scenarios/keda/fix/expect-created-jobs.patch $(KEDA_SCALE_JOBS_TEST)
+	KUBEBUILDER_ASSETS=$$(. hack/versions.sh && envtest_assets_dir) $(UPSTREAM) --expect fail $(KEDA_FIRST_POLL_TEST) -run 'TestScaledJobFirstPollJobsNotDeletedAsPreviousVersion' -count=1
+	KUBEBUILDER_ASSETS=$$(. hack/versions.sh && envtest_assets_dir) $(UPSTREAM) --expect pass --patch scenarios/keda/fix/finalizer-patch.patch $(KEDA_FIRST_POLL_TEST) -run 'TestScaledJobFirstPollJobsNotDeletedAsPreviousVersion' -count=1
+	$(UPSTREAM) --expect fail $(KEDA_STATUS_TEST) -run 'TestHandleResult_CachedObjectBehindKeepsConditions'
+	@# With the fix, the package's every test.
+	$(UPSTREAM) --expect pass --patch scenarios/keda/fix/status-patch-precondition.patch $(KEDA_STATUS_TEST)
 	$(UPSTREAM) --expect fail $(NODELIFECYCLE_TEST) -run 'TestMonitorNodeHealthLeaseWrittenWithoutRenewal'
 	@# With the fix, the package's every test: the circuit breaker's own included.
 	$(UPSTREAM) --expect pass --patch scenarios/kcm/fix/compare-cached-lease.patch $(NODELIFECYCLE_TEST)
