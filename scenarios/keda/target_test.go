@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
 // FuzzKEDA searches faults a real cluster produces for the operator, as
@@ -64,19 +66,32 @@ func TestFalseAlarms(t *testing.T) {
 // queue of two, the next counts the running Jobs from the informer cache
 // (scale_jobs.go getRunningJobCount), finds none and creates two more: 4
 // live Jobs, above maxReplicaCount (3), where no no-fault run has more
-// than 2. Its control (testdata/late-jobs-short.input): the same events
-// held only until t+0.5 s, inside one pollingInterval, duplicate nothing.
-// Each is given up to three runs to show what it shows.
+// than 2. Its controls: the same events held only until t+0.5 s, inside
+// one pollingInterval (testdata/late-jobs-short.input), duplicate nothing;
+// nor does the operator with fix/expect-created-jobs.patch, which counts
+// the Jobs it created as running until the cache shows them, judged in a
+// run whose poll came before the cache showed them. Each is given up to
+// three runs to show what it shows.
 func TestKEDALateJobEvents(t *testing.T) {
 	tg, e := target.LoadEnv(t, "target.yaml")
 	for _, c := range []struct {
-		name, input string
-		dup         bool
+		name, input, patch string
+		dup                bool
 	}{
-		{"held past a pollingInterval", "testdata/late-jobs.input", true},
-		{"held within a pollingInterval", "testdata/late-jobs-short.input", false},
+		{"held past a pollingInterval", "testdata/late-jobs.input", "", true},
+		{"held within a pollingInterval", "testdata/late-jobs-short.input", "", false},
+		{"held past a pollingInterval, created Jobs expected (fix)", "testdata/late-jobs.input", "fix/expect-created-jobs.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			tg, e := tg, e
+			if c.patch != "" {
+				var err error
+				if tg, err = target.Load("target.yaml"); err != nil {
+					t.Fatal(err)
+				}
+				tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: c.patch})
+				e = target.StartEnv(t, tg)
+			}
 			sched, err := tg.Input(c.input)
 			if err != nil {
 				t.Fatal(err)
@@ -90,7 +105,11 @@ func TestKEDALateJobEvents(t *testing.T) {
 				return false
 			}
 			as := func(res *fuzz.Result) bool {
-				return duplicated(res) == c.dup && jobs(res) == map[bool]int{true: 4, false: 2}[c.dup]
+				ok := duplicated(res) == c.dup && jobs(res) == map[bool]int{true: 4, false: 2}[c.dup]
+				if c.patch != "" {
+					ok = ok && pollBeforeJobsSeen(res)
+				}
+				return ok
 			}
 			// Up to three runs: a fresh clone's .ci/run (2026-11-27) once
 			// saw 4 Jobs created and no count violation in the one run it
@@ -99,12 +118,51 @@ func TestKEDALateJobEvents(t *testing.T) {
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
 			}
+			if c.patch != "" && !pollBeforeJobsSeen(res) {
+				t.Errorf("schedule %s, %d run(s): no poll of the patched operator came between its first Job create and its cache showing a Job: the fix was not put to the test\n%s", sched, runs, summary(sched, res))
+			}
 			if !as(res) {
 				t.Errorf("schedule %s: 4 live Jobs %v, %d created in the last of %d runs; want %v\n%s", sched, duplicated(res), jobs(res), runs, c.dup, summary(sched, res))
+			} else {
+				t.Logf("schedule %s: as expected in run %d", sched, runs)
 			}
-			t.Logf("schedule %s: as expected in run %d", sched, runs)
 		})
 	}
+}
+
+// pollBeforeJobsSeen says whether the operator polled ("Scaling Jobs",
+// "Number of running Jobs" in its log) after its first Job create was
+// answered and before its Job watch delivered any Job event: the poll that
+// finding 1 is about, which counts Jobs from a cache that shows none of
+// them.
+func pollBeforeJobsSeen(res *fuzz.Result) bool {
+	var created, seen time.Time
+	for _, r := range res.Trace.Requests {
+		if r.Client == "keda" && r.Resource == "jobs" && r.Subresource == "" && r.Verb == "create" && r.Code == 201 {
+			if end := r.Start.Add(r.Latency); created.IsZero() || end.Before(created) {
+				created = end
+			}
+		}
+	}
+	if created.IsZero() {
+		return false
+	}
+	for _, ev := range res.Trace.Events {
+		if ev.Client == "keda" && ev.Resource == "jobs" && ev.Fate == trace.Released && (ev.Type == "ADDED" || ev.Type == "MODIFIED") && ev.Released.After(created) {
+			if seen.IsZero() || ev.Released.Before(seen) {
+				seen = ev.Released
+			}
+		}
+	}
+	if seen.IsZero() {
+		return false
+	}
+	for _, l := range res.Logs.Lines {
+		if l.Client == "keda" && strings.Contains(l.Text, "Number of running Jobs") && l.At.After(created) && l.At.Before(seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestKEDARolloutDeletesNewJobs is the second finding's regression row. Its
