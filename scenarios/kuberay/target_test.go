@@ -90,19 +90,24 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 // second head Pod; from then on every reconcile of the RayCluster stops at
 // "2 head pods found … Please delete extra head pods" (raycluster_controller.go:754-764),
 // before the worker groups, until a person deletes one. The input is the
-// one a 10-minute campaign found after 13 executions. Its control: with
-// ENABLE_DETERMINISTIC_HEAD_POD_NAME=true (off by default) the same
-// schedule makes no second head.
+// one a 10-minute campaign found after 13 executions. Its controls, two
+// fixes: with ENABLE_DETERMINISTIC_HEAD_POD_NAME=true (off by default) the
+// same schedule makes no second head; nor with fix/recheck-live-pods.patch,
+// which lists the head Pods from the apiserver (a consistent read) before
+// creating one: judged in a run where the restarted operator's cache lacked
+// the head Pod and that List found it (up to 3 runs).
 func TestKubeRayTwoHeads(t *testing.T) {
 	for _, c := range []struct {
 		name, deterministic string
+		patch               string
 		twoHeads            bool
 	}{
 		// The default: generated head Pod names.
-		{"default", "", true},
+		{"default", "", "", true},
 		// ENABLE_DETERMINISTIC_HEAD_POD_NAME=true (kuberay#3013, #3028):
 		// the second head's create meets 409 AlreadyExists.
-		{"deterministic head Pod name", "true", false},
+		{"deterministic head Pod name", "true", "", false},
+		{"live re-check before creating (fix)", "", "fix/recheck-live-pods.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tg, err := target.Load("target.yaml")
@@ -110,14 +115,30 @@ func TestKubeRayTwoHeads(t *testing.T) {
 				t.Fatal(err)
 			}
 			tg.Controllers[0].Env = map[string]string{"ENABLE_DETERMINISTIC_HEAD_POD_NAME": c.deterministic}
+			if c.patch != "" {
+				tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: c.patch})
+			}
 			e := envOf(t, tg)
 			sched, err := tg.Input("testdata/two-heads.input")
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+			// The patched operator is judged in a run that took its path: the
+			// restarted instance's cache had no head Pod, the apiserver had one.
+			rechecked := func(res *fuzz.Result) bool {
+				return logged(res, "Found 0 head Pods in the cache but some in the API server")
+			}
+			res, runs, err := e.RunUntil(context.Background(), sched, 3, func(res *fuzz.Result) bool { return c.patch == "" || rechecked(res) }, fuzz.Retries(3))
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			if c.patch != "" {
+				if !rechecked(res) {
+					t.Errorf("schedule %s, %d run(s): the patched operator never found the head Pod its cache lacked\n%s", sched, runs, summary(sched, res))
+				}
+				for _, v := range res.Violations {
+					t.Errorf("schedule %s: with the fix: [%s] %s", sched, v.Oracle, v.Message)
+				}
 			}
 			heads, stays := false, false
 			for _, v := range res.Violations {
@@ -133,6 +154,16 @@ func TestKubeRayTwoHeads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logged says whether a line of the controllers' logs in res contains text.
+func logged(res *fuzz.Result, text string) bool {
+	for _, l := range res.Logs.Lines {
+		if strings.Contains(l.Text, text) {
+			return true
+		}
+	}
+	return false
 }
 
 // lostHeadCreate is finding 3's schedule (README.md): no action, the
@@ -260,26 +291,50 @@ func TestKubeRayLostHeadCreate(t *testing.T) {
 // gone and its list lacks the worker, so it creates the two workers again:
 // 4 live Pods for one RayCluster, where the no-fault runs never have more
 // than 3 (the count oracle, its limit learned); it then deletes one at
-// random. The same restart onto an up-to-date apiserver duplicates nothing.
-// See README.md.
+// random. The same restart onto an up-to-date apiserver duplicates nothing,
+// nor does it onto the lagging one with fix/recheck-live-pods.patch, which
+// lists the group's Pods from the apiserver (a consistent read) before
+// creating workers: judged in a run where that List found the worker the
+// restarted operator's cache lacked (up to 3 runs). See README.md.
 func TestKubeRayDuplicate(t *testing.T) {
-	e := env(t)
+	release := env(t)
 	restart := func(lag time.Duration) fuzz.Step {
 		return fuzz.Step{Client: "kuberay", Resource: "pods", Verbs: []string{"create"}, After: 1, Action: proxy.Freeze, Length: time.Second, Lag: lag}
 	}
 	for _, c := range []struct {
-		name string
-		step fuzz.Step
-		dup  bool
+		name  string
+		step  fuzz.Step
+		patch string
+		dup   bool
 	}{
-		{"lagging apiserver", restart(400 * time.Millisecond), true},
-		{"up-to-date apiserver", restart(0), false},
+		{"lagging apiserver", restart(400 * time.Millisecond), "", true},
+		{"up-to-date apiserver", restart(0), "", false},
+		{"lagging apiserver, live re-check before creating (fix)", restart(400 * time.Millisecond), "fix/recheck-live-pods.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			e := release
+			if c.patch != "" {
+				tg, err := target.Load("target.yaml")
+				if err != nil {
+					t.Fatal(err)
+				}
+				tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: c.patch})
+				e = envOf(t, tg)
+			}
 			sched := fuzz.Schedule{Knobs: map[string]int{"action": 0, "at": 0}, Steps: []fuzz.Step{c.step}}
-			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+			// The patched operator is judged in a run that took its path.
+			rechecked := func(res *fuzz.Result) bool { return logged(res, "the API server has worker Pods the cache lacks") }
+			res, runs, err := e.RunUntil(context.Background(), sched, 3, func(res *fuzz.Result) bool { return c.patch == "" || rechecked(res) }, fuzz.Retries(3))
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			if c.patch != "" {
+				if !rechecked(res) {
+					t.Errorf("schedule %s, %d run(s): the patched operator never found the worker Pod its cache lacked\n%s", sched, runs, summary(sched, res))
+				}
+				for _, v := range res.Violations {
+					t.Errorf("schedule %s: with the fix: [%s] %s", sched, v.Oracle, v.Message)
+				}
 			}
 			var dup []string
 			for _, v := range res.Violations {
