@@ -7,8 +7,10 @@
 // its first worker's create: onto an apiserver that has not seen that
 // create, it creates both workers again (4 live Pods for the RayCluster,
 // the count oracle's learned limit 3), then deletes one; onto an
-// up-to-date one, nothing is duplicated. Its scale expectations
-// (controllers/ray/expectations) live in memory and die with the process.
+// up-to-date one, nothing is duplicated, nor with fix/recheck-live-pods.patch,
+// which lists the Pods from the apiserver before creating any. Its scale
+// expectations (controllers/ray/expectations) live in memory and die with
+// the process.
 //
 // TestTruthTable writes truth-table.md: each realistic fault pattern under
 // each action, with ENABLE_DETERMINISTIC_HEAD_POD_NAME off and on. It runs
