@@ -37,7 +37,7 @@ func (s Step) AsDeployed(le LeaderElection) string {
 	if le.Source != "" {
 		out += ", " + le.Source
 	}
-	out += fmt.Sprintf("), a replacement of a controller killed outright (an OOM kill) reconciles only once the old lease expires, up to %v after the kill", lease)
+	out += fmt.Sprintf("), a replacement of a controller killed outright (an OOM kill) reconciles only once it has watched the old lease go unrenewed for a full %v from its own first read of it (client-go's leader election times a lease by when the candidate observed it, not by the lease's renewTime)", lease)
 	if le.ReleaseOnCancel {
 		out += "; stopped gracefully (a rollout, an eviction), it releases the lease and the replacement starts at once, as here"
 	} else {

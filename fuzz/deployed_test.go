@@ -18,7 +18,7 @@ func TestAsDeployed(t *testing.T) {
 	rep := r.Report()
 	for _, want := range []string{
 		"as deployed: with leader election (a 15s lease, main.go:223)",
-		"up to 15s after the kill",
+		"unrenewed for a full 15s from its own first read of it",
 		"does not release the lease on cancel",
 		"about 15.3s behind (a degraded control plane",
 		"which clusters: a stale list needs WatchList off: an apiserver on Kubernetes 1.27-1.31 or 1.33",

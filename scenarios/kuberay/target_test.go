@@ -84,7 +84,7 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 	return fmt.Sprintf("schedule %s: settled %v, phases %s; pods created: %d, deleted: %d\n%s", sched, res.Settled, res.Phases, created, deleted, res.Report())
 }
 
-// TestKubeRayTwoHeads is the second finding's regression row: restarted
+// TestKubeRayTwoHeads is finding 1's regression row (README.md): restarted
 // right after its head Pod create (its second write, after the head
 // Service) onto an apiserver that has not seen it, the operator creates a
 // second head Pod; from then on every reconcile of the RayCluster stops at
