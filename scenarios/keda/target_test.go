@@ -16,6 +16,18 @@ import (
 // `stalefuzz fuzz target.yaml` does.
 func FuzzKEDA(f *testing.F) { target.Fuzz(f, "target.yaml") }
 
+// patched loads target.yaml with the operator built with patch (a file of
+// fix/) applied to its module, and starts an Env for it.
+func patched(t *testing.T, patch string) (*target.Target, *fuzz.Env) {
+	t.Helper()
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: patch})
+	return tg, target.StartEnv(t, tg)
+}
+
 // env starts an Env for target.yaml, building the operator first if it is
 // not cached.
 func env(t *testing.T) *fuzz.Env {
@@ -85,12 +97,7 @@ func TestKEDALateJobEvents(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tg, e := tg, e
 			if c.patch != "" {
-				var err error
-				if tg, err = target.Load("target.yaml"); err != nil {
-					t.Fatal(err)
-				}
-				tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: c.patch})
-				e = target.StartEnv(t, tg)
+				tg, e = patched(t, c.patch)
 			}
 			sched, err := tg.Input(c.input)
 			if err != nil {
@@ -262,12 +269,7 @@ func TestKEDAPausedActiveUnknown(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tg, e := tg, e
 			if c.patch != "" {
-				var err error
-				if tg, err = target.Load("target.yaml"); err != nil {
-					t.Fatal(err)
-				}
-				tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: c.patch})
-				e = target.StartEnv(t, tg)
+				tg, e = patched(t, c.patch)
 			}
 			sched, err := tg.Input("testdata/paused-active-unknown.input")
 			if err != nil {
