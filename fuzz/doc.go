@@ -187,7 +187,10 @@
 // process terminated without fuzzing: EOF") and every finding they wrote
 // (findings.log, LoggedFindings: go test -fuzz drops a failure that an
 // input meets only when a worker runs it again before minimizing it for
-// its coverage, and stalefuzz fuzz reports such a finding from the log);
+// its coverage, and stalefuzz fuzz reports such a finding from the log;
+// with SearchOnEnv set, the workers write each finding, with its time, and
+// search on past it, counting an execution that only repeats a written
+// finding's Signature in repeats.log);
 // at the end the coordinator
 // prints the campaign's one execution count (every worker's executions, the
 // corpus replay and minimization included, which go test's own "execs"

@@ -256,9 +256,20 @@ func Fuzz(f *testing.F, s Scenario) {
 		default:
 			origin = "the mutator"
 		}
+		if fuzzing && searchingOn() && claimFindings(campaignDir(), res.Violations) == 0 {
+			// Searching on (SearchOnEnv): only findings this campaign has
+			// written already. Counted; the input stays interesting.
+			logRepeat(s.Name, sched, res)
+			return
+		}
 		files := writeFinding(res, s.Name, input, origin)
 		if fuzzing {
 			logFinding(files.entry, sched, res)
+			if searchingOn() {
+				// Written and logged: the campaign reports it from
+				// findings.log, and searches on.
+				return
+			}
 		}
 		// go test -fuzz saves a mutated input in testdata, a failing seed
 		// nowhere: the entry is written next to the trace either way.
@@ -610,7 +621,8 @@ func appendLine(name, line string) {
 }
 
 // findingsFile lists, in a campaign's directory, every finding its
-// workers wrote: "<input>\t<schedule>\t<first violation>" a line.
+// workers wrote: "<input>\t<schedule>\t<first violation>\t<time>" a line
+// (the time in RFC 3339, UTC).
 const findingsFile = "findings.log"
 
 // logFinding appends a finding a worker wrote to findings.log. go test
@@ -624,12 +636,14 @@ func logFinding(input string, sched Schedule, res *Result) {
 	if len(res.Violations) > 0 {
 		why = "[" + res.Violations[0].Oracle + "] " + res.Violations[0].Message
 	}
-	appendLine(findingsFile, strings.Join([]string{input, sched.String(), strings.ReplaceAll(why, "\n", " ")}, "\t"))
+	appendLine(findingsFile, strings.Join([]string{input, sched.String(), strings.ReplaceAll(strings.ReplaceAll(why, "\n", " "), "\t", " "), time.Now().UTC().Format(time.RFC3339Nano)}, "\t"))
 }
 
 // LoggedFinding is a finding a campaign's worker wrote (findings.log).
 type LoggedFinding struct {
 	Input, Schedule, Violation string
+	// At is when the worker wrote it; zero in a line without a time.
+	At time.Time
 }
 
 // LoggedFindings reads the findings a campaign's workers wrote, from its
@@ -641,9 +655,13 @@ func LoggedFindings(dir string) []LoggedFinding {
 	}
 	var out []LoggedFinding
 	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.SplitN(line, "\t", 3)
-		if len(f) == 3 {
-			out = append(out, LoggedFinding{Input: f[0], Schedule: f[1], Violation: f[2]})
+		f := strings.SplitN(line, "\t", 4)
+		if len(f) >= 3 {
+			lf := LoggedFinding{Input: f[0], Schedule: f[1], Violation: f[2]}
+			if len(f) == 4 {
+				lf.At, _ = time.Parse(time.RFC3339Nano, f[3])
+			}
+			out = append(out, lf)
 		}
 	}
 	return out

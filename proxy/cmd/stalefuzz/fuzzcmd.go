@@ -96,6 +96,7 @@ func newFuzzCmd() *cobra.Command {
 		workers  int
 		findings string
 		junit    string
+		searchOn bool
 		shard    string
 		corpus   string
 	)
@@ -108,8 +109,13 @@ cached: minutes the first time, seconds after), then searches fault
 schedules for --time with --workers workers, each with its own control plane
 and proxy, from an empty corpus. A finding prints its report, the paths of
 its trace, picture, controllers' log and saved input, and the command that
-replays it. The exit status is 0 with no finding, 1 with a finding, 2 for a
-usage or harness error (nothing was judged).`,
+replays it. By default the campaign ends at its first finding, as go test
+-fuzz does; with --search-on it writes each finding, says when it was made,
+and searches on until --time, counting a later execution that only repeats
+one (the same oracle, object and message, digits aside) apart: the time to
+every finding, not only to the first. The exit status is 0 with no
+finding, 1 with a finding, 2 for a usage or harness error (nothing was
+judged).`,
 		Args: exactArgs("TARGET.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 1 {
@@ -122,7 +128,7 @@ usage or harness error (nothing was judged).`,
 				return usagef(cmd, "--shard: %v", err)
 			}
 			return runCampaign(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), campaign{
-				file: args[0], duration: duration, workers: workers, findings: findings, junit: junit, shard: shard, corpus: corpus,
+				file: args[0], duration: duration, workers: workers, findings: findings, junit: junit, shard: shard, corpus: corpus, searchOn: searchOn,
 			})
 		},
 	}
@@ -131,6 +137,7 @@ usage or harness error (nothing was judged).`,
 	cmd.Flags().StringVar(&findings, "findings", "stalefuzz-findings", "directory for findings' traces, pictures, logs and inputs")
 	cmd.Flags().StringVar(&junit, "junit", "", "write the result as JUnit XML to this file")
 	cmd.Flags().StringVar(&corpus, "corpus", "", "a corpus directory (Go's format): the campaign starts from its entries and adds the inputs it found interesting; shards' directories merge by copying files")
+	cmd.Flags().BoolVar(&searchOn, "search-on", false, "after a finding, write it and search on until --time (each finding reported with its time; repeats counted, not reported)")
 	cmd.Flags().StringVar(&shard, "shard", "", "K/N: execute only the Kth of N disjoint shares of the schedules, seeds and mutations alike (K from 0, as a Job's JOB_COMPLETION_INDEX); findings of N shards merge by copying files")
 	return cmd
 }
@@ -318,6 +325,8 @@ type campaign struct {
 	workers                int
 	findings, junit, shard string
 	corpus                 string
+	// searchOn: the workers search on past a finding (fuzz.SearchOnEnv).
+	searchOn bool
 }
 
 var (
@@ -358,6 +367,9 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp, "STALEFUZZ_SHARD="+c.shard)
+	if c.searchOn {
+		cmd.Env = append(cmd.Env, fuzz.SearchOnEnv+"=1")
+	}
 	out, status, err := runBinary(rp, cmd, stdout, func(line string) string {
 		if m := progressRE.FindStringSubmatch(line); m != nil {
 			return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
@@ -379,6 +391,9 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	keepLogs(stdout, camp, findings, time.Now())
 	known, _ := fuzz.KnownHits(camp)
 	keptKnown(stdout, camp, c.file)
+	if n := fuzz.Repeats(camp); n > 0 {
+		fmt.Fprintf(stdout, "figures: %s repeated a finding this campaign had written (not reported again)\n", executionsWord(n))
+	}
 	var result error
 	verdict := "none"
 	switch m := keepRE.FindStringSubmatch(out); {
@@ -386,6 +401,9 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		verdict = "finding"
 		fmt.Fprintf(stdout, "result: FINDING after %v (report above). Replay it 20 times:\n  stalefuzz replay %s %s --count 20\n", elapsed, c.file, m[1])
 		reportUnreported(stdout, camp, c.file, elapsed, m[1])
+		result = exitError{exitFinding, errors.New("a finding")}
+	case c.searchOn && reportSearchedOn(stdout, camp, c.file, started):
+		verdict = "finding"
 		result = exitError{exitFinding, errors.New("a finding")}
 	case reportUnreported(stdout, camp, c.file, elapsed, ""):
 		verdict = "finding"
@@ -429,13 +447,31 @@ func reportUnreported(stdout io.Writer, camp, file string, elapsed time.Duration
 	return n > 0
 }
 
+// reportSearchedOn reports every finding a searching-on campaign wrote
+// (fuzz.LoggedFindings), in the order they were made, each with its time
+// since the campaign began (started: builds and control planes included),
+// and says whether there was one.
+func reportSearchedOn(stdout io.Writer, camp, file string, started time.Time) bool {
+	found := fuzz.LoggedFindings(camp)
+	slices.SortStableFunc(found, func(a, b fuzz.LoggedFinding) int { return a.At.Compare(b.At) })
+	for i, f := range found {
+		at := "at an unknown time"
+		if !f.At.IsZero() {
+			at = "after " + f.At.Sub(started).Round(time.Second).String()
+		}
+		fmt.Fprintf(stdout, "result: FINDING %d of %d, %s (searching on):\n  schedule: %s\n  violation: %s\n  replay it 20 times: stalefuzz replay %s %s --count 20\n", i+1, len(found), at, f.Schedule, f.Violation, file, f.Input)
+	}
+	return len(found) > 0
+}
+
 // campaignLogs are the campaign directory's files a person reads after
 // the campaign, which keepLogs copies out of it (it is removed), by what
 // their lines are.
 var campaignLogs = []struct{ file, what string }{
 	{"harness-errors.log", "harness-errors"},
 	{"worker-errors.log", "worker-errors"},
-	{"known.log", "executions with only known findings"}, // fuzz.KnownHits
+	{"known.log", "executions with only known findings"},                  // fuzz.KnownHits
+	{"repeats.log", "executions that repeated a finding of the campaign"}, // fuzz.Repeats
 }
 
 // keepLogs copies the campaign directory camp's logs (campaignLogs) into

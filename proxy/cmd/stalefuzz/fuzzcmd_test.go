@@ -17,6 +17,30 @@ import (
 
 const pymirror = "../../../scenarios/pymirror/"
 
+// TestFuzzCommandSearchesOn runs a campaign with --search-on on the
+// contention target (its lost plan is found in about 30 s, from a
+// reference-run seed) against the real apiserver: the finding is reported
+// with its time, and the campaign does not stop there (go test -fuzz ends
+// at its first failure) but fuzzes to the end of --time.
+func TestFuzzCommandSearchesOn(t *testing.T) {
+	const budget = 100 * time.Second
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"fuzz", "../../../scenarios/contention/target.yaml", "--time", budget.String(), "--workers", "1", "--search-on", "--findings", t.TempDir()}, &stdout, &stderr)
+	out := stdout.String()
+	if status != exitFinding || !regexp.MustCompile(`result: FINDING 1 of \d+, after \S+ \(searching on\):\n  schedule: .*\n  violation: \[`).MatchString(out) {
+		t.Fatalf("exit %d, want %d and the finding with its time:\n%s\n%s", status, exitFinding, lastLines(out, 40), lastLines(stderr.String(), 20))
+	}
+	// go test's progress lines: the last says how long it fuzzed.
+	var last time.Duration
+	for _, m := range regexp.MustCompile(`fuzz: elapsed: ([0-9hms.]+),`).FindAllStringSubmatch(out, -1) {
+		last, _ = time.ParseDuration(m[1])
+	}
+	if last < budget-10*time.Second {
+		t.Errorf("the campaign fuzzed %v of --time %v: it stopped at its finding\n%s", last, budget, lastLines(out, 40))
+	}
+	t.Logf("%s", lastLines(out, 12))
+}
+
 // TestReplayCommand replays saved inputs of the Python example's target
 // file against the real apiserver, twice each: the blind mode's restart
 // onto a lagging apiserver loses the user's edit in 2/2 runs (exit 1), the
