@@ -143,5 +143,5 @@ truth-table: assets ## a target file's truth table (TARGET; TRUTH_TABLE_RUNS run
 	$(GO) run ./proxy/cmd/stalefuzz truth-table $(TARGET) --runs $(TRUTH_TABLE_RUNS) --settings $(TRUTH_TABLE_SETTINGS) --out $(TRUTH_TABLE_OUT)
 
 FALSE_ALARMS ?= 200
-false-alarms-targets: assets ## per committed target file (and the node lifecycle scenario, per gate value), FALSE_ALARMS (default 200) executions under ordinary latency only (and, with FALSE_ALARMS_ANSWERS="lose slow ...", under each fault on answers besides), each violation triaged as a race (a finding) or the controller's nondeterminism (a false alarm); prints a table, keeps every alarm's files and replay command (hack/false-alarms-targets.sh)
+false-alarms-targets: assets ## per committed target file (and the node lifecycle scenario, per gate value), FALSE_ALARMS (default 200) executions under ordinary latency only (and, with FALSE_ALARMS_ANSWERS="lose slow ...", under each fault on answers besides; FALSE_ALARMS_TARGETS="kuberay keda" for some targets only, FALSE_ALARMS_ANSWERS_ONLY=1 for the answers only), each violation triaged as a race (a finding) or the controller's nondeterminism (a false alarm); prints a table, keeps every alarm's files and replay command (hack/false-alarms-targets.sh)
 	@hack/false-alarms-targets.sh $(FALSE_ALARMS)

@@ -12,7 +12,10 @@
 # each of those faults on answers the same way (stalefuzz false-alarms
 # --answer), N executions per fault and target, on a copy of each target
 # file in the composed space written beside it (so that its paths resolve)
-# and removed afterwards.
+# and removed afterwards. FALSE_ALARMS_TARGETS="kuberay keda ..." (their
+# folders under scenarios/, or target files) measures those targets only;
+# FALSE_ALARMS_ANSWERS_ONLY=1 leaves out the latency-only pass and the node
+# lifecycle scenario (only the faults on answers).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here/.."
@@ -25,9 +28,18 @@ targets=(scenarios/pymirror/target.yaml scenarios/contention/target.yaml scenari
 	scenarios/fluxcd/target.yaml scenarios/kro/target.yaml scenarios/argorollouts/target.yaml
 	scenarios/certmanager/target.yaml scenarios/prometheusoperator/target.yaml scenarios/keda/target.yaml
 	scenarios/kcm/targets/job-gate-off.yaml scenarios/kcm/targets/job-gate-on.yaml scenarios/kcm/targets/deployment-scheduled.yaml)
+if [ -n "${FALSE_ALARMS_TARGETS:-}" ]; then
+	targets=()
+	for t in $FALSE_ALARMS_TARGETS; do
+		case $t in *.yaml) ;; *) t=scenarios/$t/target.yaml ;; esac
+		[ -f "$t" ] || { echo "false-alarms-targets: $t: no such target file (FALSE_ALARMS_TARGETS takes folders under scenarios/ or target files)" >&2; exit 2; }
+		targets+=("$t")
+	done
+fi
+only=${FALSE_ALARMS_ANSWERS_ONLY:-}
 status=0
 summary=()
-for t in "${targets[@]}"; do
+[ -z "$only" ] && for t in "${targets[@]}"; do
 	name=$(echo "$t" | sed 's|scenarios/||; s|/target.yaml||; s|/targets/|-|; s|\.yaml$||')
 	echo "false-alarms: $t ($n executions); its output: $out/$name.out"
 	start=$SECONDS
@@ -59,9 +71,11 @@ for a in ${FALSE_ALARMS_ANSWERS:-}; do
 		rm -f "$c"
 	done
 done
-echo "false-alarms: the node lifecycle scenario, gate off and on"
-STALEFUZZ_FALSE_ALARMS=$n go test -count=1 -run='^TestFalseAlarmsNodeLifecycle' -v -timeout=5h ./scenarios/kcm/ >"$out/nodelifecycle.out" 2>&1 || status=1
-summary+=("nodelifecycle: $(grep -E 'false alarms of the node lifecycle' "$out/nodelifecycle.out" | sed 's/^ *//')")
+if [ -z "$only" ] && [ -z "${FALSE_ALARMS_TARGETS:-}" ]; then
+	echo "false-alarms: the node lifecycle scenario, gate off and on"
+	STALEFUZZ_FALSE_ALARMS=$n go test -count=1 -run='^TestFalseAlarmsNodeLifecycle' -v -timeout=5h ./scenarios/kcm/ >"$out/nodelifecycle.out" 2>&1 || status=1
+	summary+=("nodelifecycle: $(grep -E 'false alarms of the node lifecycle' "$out/nodelifecycle.out" | sed 's/^ *//')")
+fi
 echo
 for l in "${summary[@]}"; do echo "$l"; echo; done
 exit $status
