@@ -9,17 +9,13 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
@@ -78,14 +74,6 @@ type Builtins struct {
 	// it is bound, with Scheduler), no container running, straight to the
 	// apiserver (not through the proxy).
 	Kubelet *Kubelet `yaml:"kubelet"`
-}
-
-// Kubelet is the kubelet stand-in's behaviour.
-type Kubelet struct {
-	// SucceedAfter, when set, marks each Pod Succeeded that long after it
-	// was marked Running (a Job's Pods completing). A duration or a knob
-	// reference. Zero: Pods run until deleted.
-	SucceedAfter string `yaml:"succeedAfter"`
 }
 
 // workloadKinds are the kinds kube-controller-manager's workload
@@ -281,98 +269,5 @@ func ensureNode(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("unable to mark node %s Ready: %w", NodeName, err)
 	}
-	return nil
-}
-
-// startKubelet starts the kubelet stand-in, if the target has one, at the
-// mark (from Drive: Pods it finds then, or that appear later, are marked
-// Running and Ready, and Succeeded SucceedAfter later), for the whole
-// execution.
-func (t *Target) startKubelet(ctx context.Context, x *fuzz.Exec) error {
-	if t.Builtins == nil || t.Builtins.Kubelet == nil {
-		return nil
-	}
-	var succeedAfter time.Duration
-	if k := t.Builtins.Kubelet; k.SucceedAfter != "" {
-		succeedAfter, _ = parseDuration(substitute(x, t.Knobs, k.SucceedAfter)) // validated
-	}
-	cs, err := kubernetes.NewForConfig(x.DirectConfig())
-	if err != nil {
-		return err
-	}
-	list, err := cs.CoreV1().Pods(x.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("kubelet stand-in: unable to list pods in %s: %w", x.Namespace, err)
-	}
-	seen := map[types.UID]bool{} // the stand-in's goroutine's only
-	// Through Exec.Direct, so that the engine counts these writes as the
-	// workload's (settling waits for the controllers to see them).
-	status := func(ctx context.Context, name string, phase corev1.PodPhase, ready bool) error {
-		cond := corev1.ConditionFalse
-		if ready {
-			cond = corev1.ConditionTrue
-		}
-		patch := fmt.Appendf(nil, `{"status":{"phase":%q,"conditions":[{"type":"Ready","status":%q}]}}`, phase, cond)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: x.Namespace, Name: name}}
-		err := x.Direct.Status().Patch(ctx, pod, client.RawPatch(types.MergePatchType, patch))
-		if apierrors.IsNotFound(err) || ctx.Err() != nil {
-			return nil // deleted meanwhile, or the execution is over
-		}
-		if err != nil {
-			return fmt.Errorf("kubelet stand-in: unable to mark pod %s/%s %s: %w", x.Namespace, name, phase, err)
-		}
-		return nil
-	}
-	bound := t.Builtins.Scheduler // Pods run once bound
-	run := func(ctx context.Context, p *corev1.Pod) error {
-		if p.DeletionTimestamp != nil || seen[p.UID] || (bound && p.Spec.NodeName == "") {
-			return nil
-		}
-		seen[p.UID] = true
-		if err := status(ctx, p.Name, corev1.PodRunning, true); err != nil {
-			return err
-		}
-		if succeedAfter > 0 {
-			// A timer of the execution's: the run is not settled while a
-			// Pod is still to succeed.
-			name := p.Name
-			x.After(time.Since(x.Mark())+succeedAfter, "kubelet stand-in: "+name+" succeeds", func(ctx context.Context) error {
-				return status(ctx, name, corev1.PodSucceeded, false)
-			})
-		}
-		return nil
-	}
-	rv := list.ResourceVersion
-	x.Go("kubelet stand-in", func(ctx context.Context) error {
-		for i := range list.Items {
-			if err := run(ctx, &list.Items[i]); err != nil {
-				return err
-			}
-		}
-		for ctx.Err() == nil {
-			w, err := cs.CoreV1().Pods(x.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("kubelet stand-in: unable to watch pods in %s: %w", x.Namespace, err)
-			}
-			for ev := range w.ResultChan() {
-				p, ok := ev.Object.(*corev1.Pod)
-				if !ok {
-					break // an ERROR event: watch again from rv
-				}
-				rv = p.ResourceVersion
-				if ev.Type != watch.Added && (!bound || ev.Type != watch.Modified) {
-					continue
-				}
-				if err := run(ctx, p); err != nil {
-					return err
-				}
-			}
-			w.Stop()
-		}
-		return nil
-	})
 	return nil
 }

@@ -4,7 +4,9 @@
 // Prepare builds and caches), their CRDs
 // (files, directories, or a path inside a Go module's zip), what a cluster
 // runs beside them (kube-controller-manager's controllers, kube-scheduler
-// with a Node to bind Pods to, and a kubelet stand-in: Builtins), the knobs, the workload (ordered steps: apply,
+// with a Node to bind Pods to, and a kubelet stand-in whose Pods can stay
+// Pending, fail, be OOM-killed, restart in place or be evicted, with the
+// statuses a kubelet writes: Builtins, Kubelet, PodFate), the knobs, the workload (ordered steps: apply,
 // patch, delete, wait), the fault scope and the oracles (convergence by
 // kstatus, lost update, count safety and end state learned from reference
 // runs, crash, storm) and the fixtures it needs besides the apiserver (git

@@ -120,6 +120,12 @@ func TestParseErrors(t *testing.T) {
 		{"known finding without why", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known:\n    - {oracle: lost-update, message: x}", []string{"bad.yaml:24:", "oracles.known[0]", "want why"}},
 		{"controller named as the scheduler", "  - name: ctl", "  - name: kube-scheduler", []string{"bad.yaml:3:", "controllers[0].name", `"kube-scheduler" is the builtins' kube-scheduler's client`}},
 		{"git fixture without dir", "oracles:", "fixtures:\n  git: [{name: repo}]\noracles:", []string{"bad.yaml:22:", "fixtures.git[0].dir", "want dir"}},
+		{"unknown pod fate", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", after: 1s, fate: crashed}]\noracles:", []string{"bad.yaml:", "builtins.kubelet.fates[0].fate", `want a fate of failed, oomKilled, succeeded, evicted (or a knob whose values are), got "crashed"`}},
+		{"pod fate knob of other values", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", after: 1s, fate: \"${mode}\"}]\noracles:", []string{"builtins.kubelet.fates[0].fate", `got "a"`}},
+		{"pod fate of no pod", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: first, after: 1s, fate: failed}]\noracles:", []string{"builtins.kubelet.fates[0].pod", `want which Pod, a number from 1 (0: none), or a knob whose values are; got "first"`}},
+		{"pod fate without after", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", fate: failed}]\noracles:", []string{"builtins.kubelet.fates[0].after", "want how long after the Pod runs"}},
+		{"pending that is no duration", "oracles:", "builtins:\n  kubelet: {pendingFor: soon}\noracles:", []string{"builtins.kubelet.pendingFor", `want a duration such as 500ms or 2s, got "soon"`}},
+		{"pod fate of a bad label", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", after: 1s, fate: failed, labels: {\"a b\": x}}]\noracles:", []string{"builtins.kubelet.fates[0].labels", "label a b=x"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := strings.Replace(good, c.old, c.new, 1)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/mod/module"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 )
@@ -190,8 +192,38 @@ func (t *Target) validate(p *positions) error {
 		if len(b.Watches) > 0 && len(b.Controllers) == 0 {
 			bad(errors.New("watches without controllers: name the kube-controller-manager controllers to run"), "builtins", "watches")
 		}
-		if k := b.Kubelet; k != nil && k.SucceedAfter != "" {
-			refs(k.SucceedAfter, true, "builtins", "kubelet", "succeedAfter")
+		if k := b.Kubelet; k != nil {
+			for _, d := range []struct{ v, name string }{{k.SucceedAfter, "succeedAfter"}, {k.PendingFor, "pendingFor"}, {k.RestartBackOff, "restartBackOff"}} {
+				if d.v != "" {
+					refs(d.v, true, "builtins", "kubelet", d.name)
+				}
+			}
+			for i, f := range k.Fates {
+				refs(f.Fate, false, "builtins", "kubelet", "fates", i, "fate")
+				for _, v := range knobValues(t.Knobs, f.Fate) {
+					if !slices.Contains(PodFates, v) {
+						bad(fmt.Errorf("want a fate of %s (or a knob whose values are), got %q", strings.Join(PodFates, ", "), v), "builtins", "kubelet", "fates", i, "fate")
+						break
+					}
+				}
+				if f.After == "" {
+					bad(errors.New("want how long after the Pod runs its fate comes (a duration such as 2s, or a knob)"), "builtins", "kubelet", "fates", i, "after")
+				} else {
+					refs(f.After, true, "builtins", "kubelet", "fates", i, "after")
+				}
+				for key, v := range f.Labels {
+					if errs := append(validation.IsQualifiedName(key), validation.IsValidLabelValue(v)...); len(errs) > 0 {
+						bad(fmt.Errorf("label %s=%s: %s", key, v, strings.Join(errs, "; ")), "builtins", "kubelet", "fates", i, "labels")
+					}
+				}
+				refs(f.Pod, false, "builtins", "kubelet", "fates", i, "pod")
+				for _, v := range knobValues(t.Knobs, f.Pod) {
+					if n, err := strconv.Atoi(v); err != nil || n < 0 {
+						bad(fmt.Errorf("want which Pod, a number from 1 (0: none), or a knob whose values are; got %q", v), "builtins", "kubelet", "fates", i, "pod")
+						break
+					}
+				}
+			}
 		}
 	}
 	for i, crd := range t.CRDs {
@@ -353,4 +385,24 @@ func knobNames(ks []Knob) string {
 		names = append(names, k.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// knobValues is s with each knob reference replaced by each of the knob's
+// values in turn (one reference at most is expanded; s itself when it
+// has none).
+func knobValues(knobs []Knob, s string) []string {
+	m := knobRE.FindStringSubmatch(s)
+	if m == nil {
+		return []string{s}
+	}
+	for _, k := range knobs {
+		if k.Name == m[1] {
+			var out []string
+			for _, v := range k.Values {
+				out = append(out, strings.ReplaceAll(s, m[0], v))
+			}
+			return out
+		}
+	}
+	return nil // an unknown knob: refs says so
 }

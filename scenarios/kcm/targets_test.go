@@ -182,3 +182,58 @@ func TestSchedulerTargetFile(t *testing.T) {
 		})
 	}
 }
+
+// TestPodFatesTargetFile runs targets/job-pod-fates.yaml against the real
+// apiserver: the kubelet stand-in's Pod lifecycle (Pending, then a fate)
+// writes the statuses a kubelet writes, and kube-controller-manager's Job
+// controller acts on them as in a cluster. Job work (restartPolicy Never,
+// backoffLimit 0) ignores an eviction's DisruptionTarget condition, and is
+// failed by its podFailurePolicy on exit code 137 (OOMKilled) only. Job
+// retry (restartPolicy OnFailure, backoffLimit 0) counts a container
+// restarted in place against its limit: it completes only when its Pod
+// succeeds without a restart.
+func TestPodFatesTargetFile(t *testing.T) {
+	tg, err := target.Load("targets/job-pod-fates.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := target.StartEnv(t, tg)
+	for i, c := range []struct {
+		workFailed    bool // by its podFailurePolicy
+		retryComplete bool
+	}{
+		{false, true},  // succeeded
+		{false, false}, // evicted: ignored by work's policy; retry's Pod Failed
+		{true, false},  // oomKilled: exit code 137; retry's container restarted
+		{false, false}, // failed: work fails by backoffLimit; retry's container restarted
+	} {
+		t.Run(tg.Knobs[0].Values[i], func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"fate": i}}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			created := map[string]int{}
+			for _, r := range res.Trace.Requests {
+				if r.Client == target.ControllerManagerClient && r.Verb == "create" && r.Resource == "pods" && r.Code == 201 {
+					job, _, _ := strings.Cut(r.Name, "-")
+					created[job]++
+				}
+			}
+			waited := map[string]bool{"work": true, "retry": true} // the wait ended in time
+			for _, l := range res.Logs.Lines {
+				for job := range waited {
+					if l.Client == "workload" && strings.Contains(l.Text, "wait for Job "+job+" ") && strings.Contains(l.Text, "timed out") {
+						waited[job] = false
+					}
+				}
+			}
+			if created["work"] != 1 || created["retry"] != 1 {
+				t.Errorf("schedule %s: the Job controller created %d Pods for work and %d for retry, want 1 each\n%s", sched, created["work"], created["retry"], res.Report())
+			}
+			if waited["work"] != c.workFailed || waited["retry"] != c.retryComplete {
+				t.Errorf("schedule %s: work failed by its podFailurePolicy %v, retry complete %v; want %v and %v\n%s", sched, waited["work"], waited["retry"], c.workFailed, c.retryComplete, res.Report())
+			}
+		})
+	}
+}
