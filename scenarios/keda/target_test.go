@@ -253,7 +253,8 @@ func TestKEDARolloutDeletesNewJobs(t *testing.T) {
 // in its reference runs); and the operator with
 // fix/status-patch-precondition.patch, whose status patch carries the
 // resourceVersion it was computed against, so that a patch from the stale
-// cache meets 409 instead of dropping conditions.
+// cache meets 409 instead of dropping conditions, and whose retry reads
+// the ScaledJob from the apiserver (the manager's APIReader).
 func TestKEDAPausedActiveUnknown(t *testing.T) {
 	tg, e := target.LoadEnv(t, "target.yaml")
 	for _, c := range []struct {
@@ -296,9 +297,7 @@ func TestKEDAPausedActiveUnknown(t *testing.T) {
 			}
 			// The fix is put to the test only where the scale loop's
 			// status patch, computed against a stale cached ScaledJob, met
-			// 409 (up to 3 runs: in 1 replay of 20 the cache stayed stale
-			// until after the pause, so the loop never wrote Active; the
-			// README tells that run).
+			// 409 (up to 3 runs, should a run's timing not give one).
 			as := func(res *fuzz.Result) bool { return !lost(res) && staleStatusRefused(res) }
 			res, runs, err := e.RunUntil(context.Background(), sched, 3, as, fuzz.Retries(3))
 			if err != nil {
