@@ -61,6 +61,8 @@ upstream-tests: assets ## each new finding's test in its project's own style, ru
 	$(UPSTREAM) --expect fail $(KEDA_STATUS_TEST) -run 'TestHandleResult_CachedObjectBehindKeepsConditions'
 	@# With the fix, the package's every test.
 	$(UPSTREAM) --expect pass --patch scenarios/keda/fix/status-patch-precondition.patch $(KEDA_STATUS_TEST)
+	@# The status fix touches the controllers package's setup too: its envtest suite, with both KEDA controller fixes.
+	KUBEBUILDER_ASSETS=$$(. hack/versions.sh && envtest_assets_dir) $(UPSTREAM) --expect pass --patch scenarios/keda/fix/finalizer-patch.patch --patch scenarios/keda/fix/status-patch-precondition.patch $(KEDA_FIRST_POLL_TEST) -count=1
 	$(UPSTREAM) --expect fail $(NODELIFECYCLE_TEST) -run 'TestMonitorNodeHealthLeaseWrittenWithoutRenewal'
 	@# With the fix, the package's every test: the circuit breaker's own included.
 	$(UPSTREAM) --expect pass --patch scenarios/kcm/fix/compare-cached-lease.patch $(NODELIFECYCLE_TEST)
