@@ -135,7 +135,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	}
 	began := time.Now()
 	var err error
-	e.cp, e.crds, e.ownCP, err = controlPlane(envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true}, share)
+	e.cp, e.crds, e.ownCP, err = controlPlane(envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true}, s.APIServerFeatureGates, share && len(s.APIServerFeatureGates) == 0)
 	if err != nil {
 		return nil, err
 	}

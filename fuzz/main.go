@@ -52,12 +52,12 @@ var shared struct {
 
 // controlPlane returns the control plane an Env runs on, with its CRDs
 // installed, and whether the Env owns it (and must stop it).
-func controlPlane(crds envtest.CRDInstallOptions, share bool) (_ *controlplane.Environment, installed []*apiextensionsv1.CustomResourceDefinition, own bool, _ error) {
+func controlPlane(crds envtest.CRDInstallOptions, gates map[string]bool, share bool) (_ *controlplane.Environment, installed []*apiextensionsv1.CustomResourceDefinition, own bool, _ error) {
 	quietGlobalLog()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.enabled || !share {
-		cp := &controlplane.Environment{CRDs: crds}
+		cp := &controlplane.Environment{CRDs: crds, FeatureGates: gates}
 		if err := cp.Start(); err != nil {
 			return nil, nil, false, err
 		}

@@ -25,6 +25,14 @@ type Scenario struct {
 	// process. Zero: none.
 	CRDPaths []string
 
+	// APIServerFeatureGates are the apiserver's --feature-gates
+	// (controlplane.Environment.FeatureGates): {"WatchList": false} runs
+	// an apiserver as 1.31 and 1.33 ship it, whose informers' initial lists
+	// are LISTs served from the watch cache. A scenario with gates has a
+	// control plane of its own, never the one a test binary's Envs share.
+	// Zero: the release's defaults.
+	APIServerFeatureGates map[string]bool
+
 	// Scheme holds the types the scenario's clients use. Zero: client-go's.
 	Scheme *runtime.Scheme
 

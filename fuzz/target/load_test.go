@@ -120,6 +120,7 @@ func TestParseErrors(t *testing.T) {
 		{"known finding without why", "  lostUpdates: [data.a]", "  lostUpdates: [data.a]\n  known:\n    - {oracle: lost-update, message: x}", []string{"bad.yaml:24:", "oracles.known[0]", "want why"}},
 		{"controller named as the scheduler", "  - name: ctl", "  - name: kube-scheduler", []string{"bad.yaml:3:", "controllers[0].name", `"kube-scheduler" is the builtins' kube-scheduler's client`}},
 		{"git fixture without dir", "oracles:", "fixtures:\n  git: [{name: repo}]\noracles:", []string{"bad.yaml:22:", "fixtures.git[0].dir", "want dir"}},
+		{"bad feature gate", "oracles:", "apiserver: {featureGates: {watch-list: false}}\noracles:", []string{"bad.yaml:", "apiserver.featureGates.watch-list", `want a kube-apiserver feature gate's name such as WatchList, got "watch-list"`}},
 		{"unknown pod fate", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", after: 1s, fate: crashed}]\noracles:", []string{"bad.yaml:", "builtins.kubelet.fates[0].fate", `want a fate of failed, oomKilled, succeeded, evicted (or a knob whose values are), got "crashed"`}},
 		{"pod fate knob of other values", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", after: 1s, fate: \"${mode}\"}]\noracles:", []string{"builtins.kubelet.fates[0].fate", `got "a"`}},
 		{"pod fate of no pod", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: first, after: 1s, fate: failed}]\noracles:", []string{"builtins.kubelet.fates[0].pod", `want which Pod, a number from 1 (0: none), or a knob whose values are; got "first"`}},

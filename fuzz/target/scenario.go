@@ -65,6 +65,8 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		LeaderElection:      t.leaderElection(),
 		Storm:               t.Oracles.Storm == nil || *t.Oracles.Storm,
 		StaleSelfView:       t.Oracles.StaleSelfView != nil && *t.Oracles.StaleSelfView,
+
+		APIServerFeatureGates: t.APIServer.FeatureGates,
 	}
 	if len(s.Resources) == 0 {
 		return s, fmt.Errorf("target %s: no resource to fault: list the resources under faults.resources, or each controller's watches", t.Name)

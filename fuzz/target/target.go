@@ -56,6 +56,21 @@ type Target struct {
 	// Fixtures are what the controllers reach besides the apiserver, which
 	// stalefuzz serves once per process for all its executions.
 	Fixtures Fixtures `yaml:"fixtures"`
+
+	// APIServer is how the control plane's kube-apiserver runs. Zero: as
+	// its release ships it.
+	APIServer APIServer `yaml:"apiserver"`
+}
+
+// APIServer is how the control plane's kube-apiserver runs.
+type APIServer struct {
+	// FeatureGates are its --feature-gates, by name: {WatchList: false}
+	// runs it as 1.31 and 1.33 ship it, so that a client-go informer's
+	// initial list is a LIST at resourceVersion 0 served from the watch
+	// cache, not a watch with its initial events (fuzz.Scenario.
+	// APIServerFeatureGates). A target with gates has a control plane of
+	// its own. Zero: the release's defaults.
+	FeatureGates map[string]bool `yaml:"featureGates"`
 }
 
 // Controller is one controller process: a command line, or a Go main

@@ -226,6 +226,11 @@ func (t *Target) validate(p *positions) error {
 			}
 		}
 	}
+	for name := range t.APIServer.FeatureGates {
+		if !gateRE.MatchString(name) {
+			bad(fmt.Errorf("want a kube-apiserver feature gate's name such as WatchList, got %q", name), "apiserver", "featureGates", name)
+		}
+	}
 	for i, crd := range t.CRDs {
 		if mod, path, ok := strings.Cut(crd, ":"); ok && (!validGo(mod) || path == "") {
 			bad(fmt.Errorf("want a file, a directory or module@version:path, got %q", crd), "crds", i)
@@ -406,3 +411,6 @@ func knobValues(knobs []Knob, s string) []string {
 	}
 	return nil // an unknown knob: refs says so
 }
+
+// gateRE is the form of a feature gate's name.
+var gateRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -38,6 +40,16 @@ type Environment struct {
 
 	// Output receives the control plane's stdout and stderr. Zero: discarded.
 	Output io.Writer
+
+	// FeatureGates are kube-apiserver's --feature-gates, by name: an
+	// apiserver as an older release ships it ({"WatchList": false}: 1.31's
+	// and 1.33's default, where a client-go informer's initial list is a
+	// LIST at resourceVersion 0, served from the watch cache, instead of a
+	// watch with its initial events). Zero: the release's defaults. A gate
+	// the binary does not know, or one locked at its default, makes Start
+	// fail (1.37 has no ConsistentListFromCache gate: consistent lists from
+	// the cache are GA).
+	FeatureGates map[string]bool
 
 	// Config is an admin config for the apiserver, set by Start.
 	Config *rest.Config
@@ -157,6 +169,13 @@ func (e *Environment) Start() (retErr error) {
 	// included: without it, an open watch holds the stop for up to the
 	// apiserver's 60 s request timeout (and envtest kills it after 20 s).
 	api.Configure().Set("shutdown-send-retry-after", "true")
+	if len(e.FeatureGates) > 0 {
+		var gates []string
+		for _, name := range slices.Sorted(maps.Keys(e.FeatureGates)) {
+			gates = append(gates, fmt.Sprintf("%s=%t", name, e.FeatureGates[name]))
+		}
+		api.Configure().Set("feature-gates", strings.Join(gates, ","))
+	}
 	e.env = env
 
 	cfg, err := env.Start()

@@ -243,3 +243,61 @@ func comm(pid int) string {
 	b, _ := exec.Command("ps", "-o", "comm=", "-p", strconv.Itoa(pid)).Output()
 	return strings.TrimSpace(string(b))
 }
+
+// TestFeatureGates: FeatureGates reach kube-apiserver's --feature-gates.
+// With WatchList off (as 1.31 and 1.33 ship it) the apiserver says so in
+// its kubernetes_feature_enabled metric and refuses a watch that asks for
+// its initial events (what an informer's WatchList asks), so that a
+// client-go informer lists instead; with no gates set it serves them.
+func TestFeatureGates(t *testing.T) {
+	for _, c := range []struct {
+		gates map[string]bool
+		on    bool
+	}{{map[string]bool{"WatchList": false}, false}, {nil, true}} {
+		t.Run(fmt.Sprint(c.gates), func(t *testing.T) {
+			env := &controlplane.Environment{FeatureGates: c.gates}
+			if err := env.Start(); err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			defer func() {
+				if err := env.Stop(); err != nil {
+					t.Errorf("stop: %v", err)
+				}
+			}()
+			cs, err := kubernetes.NewForConfig(env.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			metrics, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+			if err != nil {
+				t.Fatalf("GET /metrics: %v", err)
+			}
+			want := "0"
+			if c.on {
+				want = "1"
+			}
+			var got string
+			for _, line := range strings.Split(string(metrics), "\n") {
+				if strings.HasPrefix(line, `kubernetes_feature_enabled{name="WatchList",`) {
+					got = line[strings.LastIndex(line, " ")+1:]
+				}
+			}
+			if got != want {
+				t.Errorf("kubernetes_feature_enabled for WatchList = %q, want %s", got, want)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			w, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{
+				SendInitialEvents: ptrTo(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, AllowWatchBookmarks: true,
+			})
+			if w != nil {
+				w.Stop()
+			}
+			if refused := err != nil; refused == c.on {
+				t.Errorf("a watch asking for its initial events: error %v; want it refused only with WatchList off", err)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

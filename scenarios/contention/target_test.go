@@ -300,3 +300,43 @@ func TestAnswerFalseAlarms(t *testing.T) {
 		t.Errorf("%d of %d judged executions lost an answer (of %d run): want every one, and three quarters judged", lost, judged, n)
 	}
 }
+
+// TestAPIServerAsShipped runs target.yaml's controller (controller-runtime
+// on client-go 0.36, whose informers use WatchList) without faults against
+// an apiserver with WatchList off, as 1.31 and 1.33 ship it (apiserver:
+// featureGates), and against the release's default: its informer's initial
+// list is a LIST of rollouts only on the former (the stale initial list the
+// labels of restarts and relists name), a watch with its initial events on
+// the latter.
+func TestAPIServerAsShipped(t *testing.T) {
+	for _, c := range []struct {
+		gates map[string]bool
+		lists bool
+	}{{map[string]bool{"WatchList": false}, true}, {nil, false}} {
+		t.Run(strconv.FormatBool(c.lists), func(t *testing.T) {
+			tg, err := target.Load("target.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg.APIServer.FeatureGates = c.gates
+			env := target.StartEnv(t, tg)
+			sched := fuzz.Schedule{Knobs: map[string]int{"write": 1}}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			lists := 0
+			for _, r := range res.Trace.Requests {
+				if r.Client == "rollouts" && r.Verb == "list" && r.Resource == "rollouts" && r.Code == 200 {
+					lists++
+				}
+			}
+			if (lists > 0) != c.lists {
+				t.Errorf("apiserver feature gates %v: the controller listed rollouts %d times; want a LIST only with WatchList off\n%s", c.gates, lists, res.Report())
+			}
+			if len(res.Violations) > 0 {
+				t.Errorf("no fault: violations %v", res.Violations)
+			}
+		})
+	}
+}
