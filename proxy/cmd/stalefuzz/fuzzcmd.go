@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -329,7 +330,36 @@ type campaign struct {
 	searchOn bool
 }
 
+// maxRuns bounds how many times a searching-on campaign runs go test
+// -fuzz again after it killed a worker.
+const maxRuns = 5
+
+// interrupted says the user interrupted this process (runBinary passed the
+// signal on): a campaign is then not run again.
+var interrupted atomic.Bool
+
+// keepHung moves the input go test -fuzz wrote for a worker it killed
+// (src, in the campaign's testdata, where the next run would execute it
+// first as a seed) into the findings directory, with its origin, and
+// returns its new path ("not kept: why" when it could not be).
+func keepHung(src, findings string) string {
+	b, err := fuzz.ReadCorpusEntry(src)
+	if err == nil {
+		var path string
+		path, err = fuzz.WriteInput(findings, "hung-"+filepath.Base(src), b, "an input at which go test -fuzz killed the worker running it (hung or terminated unexpectedly): a harness error, not a finding")
+		if err == nil {
+			_ = os.Remove(src)
+			return path
+		}
+	}
+	_ = os.Remove(src)
+	return "(not kept: " + err.Error() + ")"
+}
+
 var (
+	// hungRE is go test -fuzz's report of a worker it killed, and the
+	// input it wrote for it.
+	hungRE     = regexp.MustCompile(`(fuzzing process hung or terminated unexpectedly[^\n]*)\n\s*Failing input written to (testdata/fuzz/\S+)`)
 	keepRE     = regexp.MustCompile(`keep it as a regression row: .* cp (\S+) testdata/fuzz/`)
 	progressRE = regexp.MustCompile(`^fuzz: elapsed: ([0-9hms.]+), execs: [0-9]+ \([0-9]+/sec\)(.*)$`)
 	statsRE    = regexp.MustCompile(`: (\d+) executions`)
@@ -363,21 +393,43 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		from = fmt.Sprintf("the %d entries of %s", n, c.corpus)
 	}
 	fmt.Fprintf(stderr, "stalefuzz: fuzzing %s for %v with %d worker(s) from %s; findings go to %s\n", c.file, c.duration, c.workers, from, findings)
-	cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+c.duration.String(),
-		"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp, "STALEFUZZ_SHARD="+c.shard)
-	if c.searchOn {
-		cmd.Env = append(cmd.Env, fuzz.SearchOnEnv+"=1")
-	}
-	out, status, err := runBinary(rp, cmd, stdout, func(line string) string {
-		if m := progressRE.FindStringSubmatch(line); m != nil {
-			return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
+	deadline := time.Now().Add(c.duration)
+	var (
+		out    string
+		status int
+	)
+	for run := 1; ; run++ {
+		cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+time.Until(deadline).Round(time.Second).String(),
+			"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
+		cmd.Dir = work
+		cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp, "STALEFUZZ_SHARD="+c.shard)
+		if c.searchOn {
+			cmd.Env = append(cmd.Env, fuzz.SearchOnEnv+"=1")
 		}
-		return line
-	})
-	if err != nil {
-		return exitError{exitHarness, err}
+		o, st, err := runBinary(rp, cmd, stdout, func(line string) string {
+			if m := progressRE.FindStringSubmatch(line); m != nil {
+				return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
+			}
+			return line
+		})
+		if err != nil {
+			return exitError{exitHarness, err}
+		}
+		out, status = out+o, st
+		// Searching on, a worker go test -fuzz killed (an input over its
+		// 10 s, a machine too loaded to answer in time) ends only that run:
+		// a harness error, its input kept apart, and the campaign fuzzes on
+		// from the same corpus for the time left.
+		m := hungRE.FindStringSubmatch(o)
+		if m == nil {
+			break
+		}
+		kept := keepHung(filepath.Join(work, m[2]), findings)
+		if !c.searchOn || interrupted.Load() || ctx.Err() != nil || time.Until(deadline) < 30*time.Second || run == maxRuns {
+			fmt.Fprintf(stdout, "harness: go test -fuzz stopped: %s, at the input kept in %s (replay it: stalefuzz replay %s %s): a harness error, not a finding\n", m[1], kept, c.file, kept)
+			break
+		}
+		fmt.Fprintf(stdout, "harness: go test -fuzz stopped: %s, at the input kept in %s (replay it: stalefuzz replay %s %s): a harness error, not a finding; fuzzing on for the %v left\n", m[1], kept, c.file, kept, time.Until(deadline).Round(time.Second))
 	}
 	if c.corpus != "" {
 		n, err := copyFiles(filepath.Join(work, ".fuzzcache", driverFn), c.corpus)
@@ -541,6 +593,7 @@ func runBinary(rp *reaper.Reaper, cmd *exec.Cmd, w io.Writer, edit func(string) 
 	defer signal.Stop(sig)
 	go func() {
 		if _, ok := <-sig; ok {
+			interrupted.Store(true)
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 		}
 	}()

@@ -434,3 +434,34 @@ func TestReportUnreported(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepHung: go test -fuzz's report of a worker it killed (as Go 1.26
+// prints it) is recognized with its reason and input, and the input is
+// moved out of the campaign's testdata (where the next run would execute it
+// first) into the findings directory, with where it came from.
+func TestKeepHung(t *testing.T) {
+	out := "--- FAIL: FuzzTarget (347.92s)\n    fuzzing process hung or terminated unexpectedly: exit status 2\n    Failing input written to testdata/fuzz/FuzzTarget/7973cccf2f7a0d24\n    To re-run:\n"
+	m := hungRE.FindStringSubmatch(out)
+	if m == nil || m[1] != "fuzzing process hung or terminated unexpectedly: exit status 2" || m[2] != "testdata/fuzz/FuzzTarget/7973cccf2f7a0d24" {
+		t.Fatalf("hungRE on go test's report: %q", m)
+	}
+	work, findings := t.TempDir(), t.TempDir()
+	src := filepath.Join(work, m[2])
+	if err := os.MkdirAll(filepath.Dir(src), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte("go test fuzz v1\n[]byte(\"\\x01\\x02\")\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kept := keepHung(src, findings)
+	if _, err := os.Stat(src); !os.IsNotExist(err) {
+		t.Errorf("the input is still in the campaign's testdata: %v", err)
+	}
+	b, err := fuzz.ReadCorpusEntry(kept)
+	if err != nil || string(b) != "\x01\x02" || filepath.Dir(kept) != findings {
+		t.Errorf("kept at %s: %q, %v; want the input in %s", kept, b, err, findings)
+	}
+	if o := fuzz.InputOrigin(kept); !strings.Contains(o, "killed the worker") || !strings.Contains(o, "not a finding") {
+		t.Errorf("origin %q", o)
+	}
+}
