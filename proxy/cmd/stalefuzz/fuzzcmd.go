@@ -330,6 +330,33 @@ type campaign struct {
 	searchOn bool
 }
 
+// fuzzUntil runs go test -fuzz (run, given the time left) until deadline,
+// and returns its output and its last exit status. When it stopped because
+// it killed a worker (an input over its 10 s, a machine too loaded to answer
+// in time), it says so as a harness error, with the input keep kept (keep
+// moves it out of the corpus go test would run first, and says where); a
+// searching-on campaign then runs it again from the same corpus for the
+// time left, up to maxRuns runs, unless interrupted or under 30 s are left.
+func fuzzUntil(ctx context.Context, stdout io.Writer, deadline time.Time, searchOn bool, run func(fuzztime time.Duration) (string, int, error), keep func(input string) string) (out string, status int, err error) {
+	for n := 1; ; n++ {
+		o, st, err := run(time.Until(deadline).Round(time.Second))
+		if err != nil {
+			return out, st, err
+		}
+		out, status = out+o, st
+		m := hungRE.FindStringSubmatch(o)
+		if m == nil {
+			return out, status, nil
+		}
+		fmt.Fprintf(stdout, "harness: go test -fuzz stopped: %s, at the input kept in %s: a harness error, not a finding", m[1], keep(m[2]))
+		if !searchOn || interrupted.Load() || ctx.Err() != nil || time.Until(deadline) < 30*time.Second || n == maxRuns {
+			fmt.Fprintln(stdout)
+			return out, status, nil
+		}
+		fmt.Fprintf(stdout, "; fuzzing on for the %v left\n", time.Until(deadline).Round(time.Second))
+	}
+}
+
 // maxRuns bounds how many times a searching-on campaign runs go test
 // -fuzz again after it killed a worker.
 const maxRuns = 5
@@ -393,43 +420,26 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		from = fmt.Sprintf("the %d entries of %s", n, c.corpus)
 	}
 	fmt.Fprintf(stderr, "stalefuzz: fuzzing %s for %v with %d worker(s) from %s; findings go to %s\n", c.file, c.duration, c.workers, from, findings)
-	deadline := time.Now().Add(c.duration)
-	var (
-		out    string
-		status int
-	)
-	for run := 1; ; run++ {
-		cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+time.Until(deadline).Round(time.Second).String(),
+	out, status, err := fuzzUntil(ctx, stdout, time.Now().Add(c.duration), c.searchOn, func(fuzztime time.Duration) (string, int, error) {
+		cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+fuzztime.String(),
 			"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
 		cmd.Dir = work
 		cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp, "STALEFUZZ_SHARD="+c.shard)
 		if c.searchOn {
 			cmd.Env = append(cmd.Env, fuzz.SearchOnEnv+"=1")
 		}
-		o, st, err := runBinary(rp, cmd, stdout, func(line string) string {
+		return runBinary(rp, cmd, stdout, func(line string) string {
 			if m := progressRE.FindStringSubmatch(line); m != nil {
 				return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
 			}
 			return line
 		})
-		if err != nil {
-			return exitError{exitHarness, err}
-		}
-		out, status = out+o, st
-		// Searching on, a worker go test -fuzz killed (an input over its
-		// 10 s, a machine too loaded to answer in time) ends only that run:
-		// a harness error, its input kept apart, and the campaign fuzzes on
-		// from the same corpus for the time left.
-		m := hungRE.FindStringSubmatch(o)
-		if m == nil {
-			break
-		}
-		kept := keepHung(filepath.Join(work, m[2]), findings)
-		if !c.searchOn || interrupted.Load() || ctx.Err() != nil || time.Until(deadline) < 30*time.Second || run == maxRuns {
-			fmt.Fprintf(stdout, "harness: go test -fuzz stopped: %s, at the input kept in %s (replay it: stalefuzz replay %s %s): a harness error, not a finding\n", m[1], kept, c.file, kept)
-			break
-		}
-		fmt.Fprintf(stdout, "harness: go test -fuzz stopped: %s, at the input kept in %s (replay it: stalefuzz replay %s %s): a harness error, not a finding; fuzzing on for the %v left\n", m[1], kept, c.file, kept, time.Until(deadline).Round(time.Second))
+	}, func(input string) string {
+		kept := keepHung(filepath.Join(work, input), findings)
+		return kept + " (replay it: stalefuzz replay " + c.file + " " + kept + ")"
+	})
+	if err != nil {
+		return exitError{exitHarness, err}
 	}
 	if c.corpus != "" {
 		n, err := copyFiles(filepath.Join(work, ".fuzzcache", driverFn), c.corpus)

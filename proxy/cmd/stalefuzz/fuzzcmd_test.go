@@ -465,3 +465,51 @@ func TestKeepHung(t *testing.T) {
 		t.Errorf("origin %q", o)
 	}
 }
+
+// TestFuzzUntil: searching on, a run of go test -fuzz that killed a worker
+// is reported as a harness error with its input kept, and go test -fuzz
+// runs again for the time left, until a run ends otherwise; without
+// --search-on, or with under 30 s left, it is reported and not run again.
+func TestFuzzUntil(t *testing.T) {
+	hung := "--- FAIL: FuzzTarget (1.00s)\n    fuzzing process hung or terminated unexpectedly: exit status 2\n    Failing input written to testdata/fuzz/FuzzTarget/aa\n"
+	for _, c := range []struct {
+		name     string
+		searchOn bool
+		left     time.Duration
+		runs     int
+	}{
+		{"searching on", true, 10 * time.Minute, 3},
+		{"not searching on", false, 10 * time.Minute, 1},
+		{"too little time left", true, 20 * time.Second, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var times []time.Duration
+			outs := []string{hung, hung, "PASS\n"}
+			var kept []string
+			var stdout strings.Builder
+			out, status, err := fuzzUntil(t.Context(), &stdout, time.Now().Add(c.left), c.searchOn, func(fuzztime time.Duration) (string, int, error) {
+				times = append(times, fuzztime)
+				o := outs[len(times)-1]
+				if o == hung {
+					return o, 1, nil
+				}
+				return o, 0, nil
+			}, func(input string) string {
+				kept = append(kept, input)
+				return "/f/hung-aa.input"
+			})
+			if err != nil || len(times) != c.runs || len(kept) != min(c.runs, 2) {
+				t.Fatalf("%d runs (fuzztimes %v), %d inputs kept, error %v; want %d runs", len(times), times, len(kept), err, c.runs)
+			}
+			if kept[0] != "testdata/fuzz/FuzzTarget/aa" || !strings.Contains(stdout.String(), "harness: go test -fuzz stopped: fuzzing process hung or terminated unexpectedly: exit status 2, at the input kept in /f/hung-aa.input: a harness error, not a finding") {
+				t.Errorf("kept %v; output %q", kept, stdout.String())
+			}
+			if c.runs == 3 && (status != 0 || !strings.HasSuffix(out, "PASS\n") || strings.Count(stdout.String(), "fuzzing on for the") != 2 || times[0] < 9*time.Minute) {
+				t.Errorf("status %d, output %q, fuzztimes %v", status, stdout.String(), times)
+			}
+			if c.runs == 1 && (status != 1 || strings.Contains(stdout.String(), "fuzzing on")) {
+				t.Errorf("status %d, output %q: want the run's status and no second run", status, stdout.String())
+			}
+		})
+	}
+}
