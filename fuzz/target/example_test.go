@@ -106,3 +106,29 @@ func ExampleMeasureTruthTable() {
 		}
 	}
 }
+
+// Pods that behave like a cluster's: kube-controller-manager's Job
+// controller beside the controller under test, and a kubelet stand-in
+// whose Pods stay Pending 200 ms and whose first Pod of Job "work" is
+// evicted or OOM-killed (the knob "fate" chooses) 300 ms after it runs, an
+// apiserver as 1.33 ships it (WatchList off) besides.
+func ExampleKubelet() {
+	t := &target.Target{
+		Name: "jobs",
+		Builtins: &target.Builtins{
+			Controllers: []string{"job-controller"},
+			Watches:     []string{"jobs", "pods"},
+			Kubelet: &target.Kubelet{
+				PendingFor: "200ms",
+				Fates: []target.PodFate{{
+					Labels: map[string]string{"batch.kubernetes.io/job-name": "work"},
+					Pod:    "1", After: "300ms", Fate: "${fate}",
+				}},
+			},
+		},
+		Knobs:     []target.Knob{{Name: "fate", Values: []string{"evicted", "oomKilled"}}},
+		Workload:  []target.Step{{Apply: &target.Apply{File: "job.yaml"}}},
+		APIServer: target.APIServer{FeatureGates: map[string]bool{"WatchList": false}},
+	}
+	_ = t // in a fuzz test: s, err := t.Scenario(); fuzz.Fuzz(f, s)
+}
