@@ -22,7 +22,12 @@ func FuzzFluxTarget(f *testing.F) { target.Fuzz(f, "target.yaml") }
 // (no relist, which no real apiserver does) leaves it unconverged, its status patches meeting 409 after 409 against a cache that
 // never catches up: the Go scenario's finding, named by the convergence
 // oracle alone. A 410 relist in the same window, what a real informer
-// meets, converges, and so does the run without faults.
+// meets, converges, and so does the run without faults. The window is
+// timed from the mark: on a busy machine source-controller's writes can
+// fall later, and a blind status patch after the window makes an event
+// that brings the cache back, so the dropped case is judged on the first
+// of up to 3 runs that is stuck (as a known bug's corpus entry is,
+// fuzz.KnownBugRuns).
 func TestTargetFile(t *testing.T) {
 	_, env := target.LoadEnv(t, "target.yaml")
 	at := func(action proxy.Action) []fuzz.Step {
@@ -39,17 +44,27 @@ func TestTargetFile(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sched := fuzz.Schedule{Knobs: map[string]int{"edit": 0}, Steps: c.steps}
-			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			isStuck := func(res *fuzz.Result) bool {
+				for _, v := range res.Violations {
+					if (v.Oracle == "stuck" || v.Oracle == "convergence") && strings.Contains(v.Message, "GitRepository "+res.Namespace+"/podinfo") {
+						return true
+					}
+				}
+				return false
+			}
+			runs := 1
+			if c.stuck {
+				runs = 3
+			}
+			res, _, err := env.RunUntil(context.Background(), sched, runs, isStuck, fuzz.Retries(3))
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
 			}
-			stuck := false
+			stuck := isStuck(res)
 			for _, v := range res.Violations {
-				if (v.Oracle == "stuck" || v.Oracle == "convergence") && strings.Contains(v.Message, "GitRepository "+res.Namespace+"/podinfo") {
-					stuck = true
-					continue
+				if !((v.Oracle == "stuck" || v.Oracle == "convergence") && strings.Contains(v.Message, "GitRepository "+res.Namespace+"/podinfo")) {
+					t.Errorf("schedule %s: unexpected violation: %s: %s", sched, v.Oracle, v.Message)
 				}
-				t.Errorf("schedule %s: unexpected violation: %s: %s", sched, v.Oracle, v.Message)
 			}
 			if stuck != c.stuck {
 				t.Errorf("schedule %s: GitRepository stuck: got %v, want %v\n%s", sched, stuck, c.stuck, res.Report())
