@@ -13,9 +13,26 @@ import (
 // or message has another.
 func TestSignature(t *testing.T) {
 	a := Violation{Oracle: "count", Subject: "RayCluster ns/r", Message: "5 live Pods (at most 3)"}
-	same := Violation{Oracle: "count", Subject: "RayCluster ns/r", Message: "17 live Pods (at most 3)"}
-	if Signature(a) != Signature(same) {
-		t.Errorf("signatures of %q and %q differ", a.Message, same.Message)
+	for _, same := range []Violation{
+		{Oracle: "count", Subject: "RayCluster ns/r", Message: "17 live Pods (at most 3)"},
+		{Oracle: "count", Subject: "RayCluster ns/r", Message: "5 live Pods (at most 3)"},
+	} {
+		if Signature(a) != Signature(same) {
+			t.Errorf("signatures of %q and %q differ", a.Message, same.Message)
+		}
+	}
+	// cert-manager's finding in two executions: another namespace, other
+	// generated names, another count.
+	b := Violation{Oracle: "count", Subject: "Certificate certmanager-16952-13/leaf", Message: "Certificate leaf (namespace certmanager-16952-13) had 2 live Secrets at once at t+0.41s (resourceVersion 1458: leaf-8cffw, leaf-q97f7); the no-fault reference runs never had more than 1 per Certificate"}
+	c := Violation{Oracle: "count", Subject: "Certificate certmanager-16952-20/leaf", Message: "Certificate leaf (namespace certmanager-16952-20) had 3 live Secrets at once at t+0.74s (resourceVersion 2221: leaf-2fxrk, leaf-8ln5t, leaf-hdz6h); the no-fault reference runs never had more than 1 per Certificate"}
+	if Signature(b) != Signature(c) {
+		t.Errorf("one finding, two signatures:\n%q\n%q", Signature(b), Signature(c))
+	}
+	// Not alike: names that are not generated, a list of other items.
+	d := Violation{Oracle: "end-state", Message: "Job work-a: status.x (reference runs: a, b)"}
+	e := Violation{Oracle: "end-state", Message: "Job work-b: status.x (reference runs: a, c)"}
+	if Signature(d) == Signature(e) {
+		t.Errorf("%q and %q have one signature", d.Message, e.Message)
 	}
 	for _, other := range []Violation{
 		{Oracle: "end-state", Subject: a.Subject, Message: a.Message},
@@ -28,15 +45,20 @@ func TestSignature(t *testing.T) {
 	}
 }
 
-// TestClaimFindings: the first execution with a signature claims it, a
-// later one (another worker's included: the claims are files) repeats it;
-// an execution with one new violation beside a repeated one is a finding;
-// past MaxSearchOnFindings nothing more is claimed.
+// TestClaimFindings: the first SearchOnKeep executions with a signature
+// claim it, a later one (another worker's included: the claims are files)
+// repeats it; an execution with one new violation beside a repeated one is
+// a finding; past MaxSearchOnFindings nothing more is claimed.
 func TestClaimFindings(t *testing.T) {
 	dir := t.TempDir()
 	v := func(msg string) Violation { return Violation{Oracle: "count", Subject: "s", Message: msg} }
 	if n := claimFindings(dir, []Violation{v("4 Pods"), v("5 Pods")}); n != 1 {
 		t.Fatalf("first execution: claimed %d signatures, want 1 (its two violations are one finding)", n)
+	}
+	for i := 2; i <= SearchOnKeep; i++ {
+		if n := claimFindings(dir, []Violation{v("6 Pods")}); n != 1 {
+			t.Fatalf("execution %d of the finding: claimed %d, want 1 (written: one of the first %d)", i, n, SearchOnKeep)
+		}
 	}
 	if n := claimFindings(dir, []Violation{v("6 Pods")}); n != 0 {
 		t.Errorf("the same finding again: claimed %d, want 0 (a repeat)", n)
@@ -48,7 +70,7 @@ func TestClaimFindings(t *testing.T) {
 		claimFindings(dir, []Violation{{Oracle: "end-state", Message: "field " + strings.Repeat("x", i+1)}})
 	}
 	ents, _ := os.ReadDir(filepath.Join(dir, "claimed"))
-	if len(ents) != MaxSearchOnFindings {
+	if len(ents) != MaxSearchOnFindings || MaxSearchOnFindings < SearchOnKeep+2 {
 		t.Errorf("%d claims, want the bound %d", len(ents), MaxSearchOnFindings)
 	}
 }

@@ -112,9 +112,10 @@ and proxy, from an empty corpus. A finding prints its report, the paths of
 its trace, picture, controllers' log and saved input, and the command that
 replays it. By default the campaign ends at its first finding, as go test
 -fuzz does; with --search-on it writes each finding, says when it was made,
-and searches on until --time, counting a later execution that only repeats
-one (the same oracle, object and message, digits aside) apart: the time to
-every finding, not only to the first. The exit status is 0 with no
+and searches on until --time: the time to every finding, not only to the
+first. It writes the first three executions of each finding (the same
+oracle, object and message, with digits, generated name suffixes and lists
+of alike names aside) and counts a later one apart as a repeat. The exit status is 0 with no
 finding, 1 with a finding, 2 for a usage or harness error (nothing was
 judged).`,
 		Args: exactArgs("TARGET.yaml"),
