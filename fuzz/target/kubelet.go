@@ -169,11 +169,11 @@ func (t *Target) startKubelet(ctx context.Context, x *fuzz.Exec) error {
 		}
 		var out []map[string]any
 		for _, c := range p.containers {
-			cs := map[string]any{"name": c, "state": state, "ready": ready, "started": state["running"] != nil, "restartCount": p.restarts, "image": "stalefuzz/" + c, "imageID": ""}
+			st := map[string]any{"name": c, "state": state, "ready": ready, "started": state["running"] != nil, "restartCount": p.restarts, "image": "stalefuzz/" + c, "imageID": ""}
 			if last != nil {
-				cs["lastState"] = last
+				st["lastState"] = last
 			}
-			out = append(out, cs)
+			out = append(out, st)
 		}
 		return out
 	}
