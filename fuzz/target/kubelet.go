@@ -167,9 +167,12 @@ func (t *Target) startKubelet(ctx context.Context, x *fuzz.Exec) error {
 		if !detailed {
 			return nil
 		}
+		mu.Lock() // a fate's timer may count a restart meanwhile
+		restarts := p.restarts
+		mu.Unlock()
 		var out []map[string]any
 		for _, c := range p.containers {
-			st := map[string]any{"name": c, "state": state, "ready": ready, "started": state["running"] != nil, "restartCount": p.restarts, "image": "stalefuzz/" + c, "imageID": ""}
+			st := map[string]any{"name": c, "state": state, "ready": ready, "started": state["running"] != nil, "restartCount": restarts, "image": "stalefuzz/" + c, "imageID": ""}
 			if last != nil {
 				st["lastState"] = last
 			}
