@@ -78,7 +78,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-kuberay
+.PHONY: truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-nodezones truth-table-kuberay
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -116,7 +116,7 @@ sweep-figures: assets ## SWEEP_EXECUTIONS (default 1000) executions of the conte
 	STALEFUZZ_SWEEP_FIGURES=$(SWEEP_EXECUTIONS) $(GO) test -count=1 -run='^TestSweepFigures$$' -v -timeout=2h ./scenarios/contention/
 
 KCM_TARGET ?= FuzzJobGateOff
-fuzz-kcm: assets ## a campaign (FUZZTIME) on kube-controller-manager's Job controller with its KEP-5647 gate off; KCM_TARGET=Fuzz{Job,ReplicaSet,DaemonSet,StatefulSet}Gate{Off,On} picks another
+fuzz-kcm: assets ## a campaign (FUZZTIME) on kube-controller-manager's Job controller with its KEP-5647 gate off; KCM_TARGET=Fuzz{Job,ReplicaSet,DaemonSet,StatefulSet}Gate{Off,On}, FuzzNodeLifecycleGate{Off,On} or FuzzNodeZones picks another
 	@hack/fuzz.sh $(KCM_TARGET) ./scenarios/kcm/ $(FUZZTIME)
 
 KCM_RUNS ?= 5
@@ -127,6 +127,9 @@ kcm-figures: assets ## per kube-controller-manager controller, gate off and on: 
 
 truth-table-nodelifecycle: assets ## the node lifecycle controller's truth table (each pattern 3 times, NodeControllerLeaseCircuitBreaker off and on) into scenarios/kcm/nodelifecycle-truth-table.md
 	STALEFUZZ_NODE_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/nodelifecycle-truth-table.md $(GO) test -count=1 -run=TestKCM -v -timeout=60m ./scenarios/kcm/ -ginkgo.focus='node lifecycle truth table'
+
+truth-table-nodezones: assets ## the node lifecycle controller over two zones (nodes lost, back, joining, leaving): each pattern twice under each workload into scenarios/kcm/nodezones-truth-table.md
+	STALEFUZZ_NODEZONES_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/nodezones-truth-table.md $(GO) test -count=1 -run=TestKCM -v -timeout=60m ./scenarios/kcm/ -ginkgo.focus='node zones truth table'
 
 truth-table-kcm: assets ## the kube-controller-manager truth table (each pattern with the gate off and on) into scenarios/kcm/truth-table.md
 	STALEFUZZ_TRUTH_TABLE=$(CURDIR)/scenarios/kcm/truth-table.md $(GO) test -count=1 -run=TestKCM -v ./scenarios/kcm/ -ginkgo.label-filter=truth-table

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # false-alarms-targets.sh [N]: each committed target file judged under
 # ordinary latency only (stalefuzz false-alarms --count N, default 200),
-# one after another, then the node lifecycle scenario per gate value (a Go
-# scenario: its package's TestFalseAlarms). Each target's output, with
+# one after another, then the node lifecycle scenario per gate value and the
+# node zones scenario (Go scenarios: their package's TestFalseAlarms). Each target's output, with
 # every race and false alarm, its files and the command that replays it, is
 # in FALSE_ALARMS_OUT (default $TMPDIR/stalefuzz-false-alarms), and a table
 # of the results is printed at the end. Exit 1 when any target raised a
@@ -75,6 +75,9 @@ if [ -z "$only" ] && [ -z "${FALSE_ALARMS_TARGETS:-}" ]; then
 	echo "false-alarms: the node lifecycle scenario, gate off and on"
 	STALEFUZZ_FALSE_ALARMS=$n go test -count=1 -run='^TestFalseAlarmsNodeLifecycle' -v -timeout=5h ./scenarios/kcm/ >"$out/nodelifecycle.out" 2>&1 || status=1
 	summary+=("nodelifecycle: $(grep -E 'false alarms of the node lifecycle' "$out/nodelifecycle.out" | sed 's/^ *//')")
+	echo "false-alarms: the node zones scenario"
+	STALEFUZZ_FALSE_ALARMS=$n go test -count=1 -run='^TestFalseAlarmsNodeZones$' -v -timeout=5h ./scenarios/kcm/ >"$out/nodezones.out" 2>&1 || status=1
+	summary+=("nodezones: $(grep -E 'false alarms of the node zones' "$out/nodezones.out" | sed 's/^ *//')")
 fi
 echo
 for l in "${summary[@]}"; do echo "$l"; echo; done

@@ -28,3 +28,9 @@ func FuzzStatefulSetGateOn(f *testing.F)  { fuzz.Fuzz(f, kcm.Scenario(kcm.Statef
 // 1.37): a live node marked Unknown, or a dead one never marked.
 func FuzzNodeLifecycleGateOff(f *testing.F) { fuzz.Fuzz(f, kcm.NodeLifecycle(false)) }
 func FuzzNodeLifecycleGateOn(f *testing.F)  { fuzz.Fuzz(f, kcm.NodeLifecycle(true)) }
+
+// The node lifecycle controller over two zones whose nodes are lost, come
+// back, join and leave: a live node marked or tainted, a dead one missed or
+// left untainted where its zone must evict, or a taint left on in master
+// disruption mode.
+func FuzzNodeZones(f *testing.F) { fuzz.Fuzz(f, kcm.NodeZones()) }

@@ -88,43 +88,54 @@ func TestFalseAlarms(t *testing.T) {
 // STALEFUZZ_FALSE_ALARMS=N, N executions for each gate value (make
 // false-alarms-targets: 200).
 func TestFalseAlarmsNodeLifecycle(t *testing.T) {
+	for _, gate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gate=%v", gate), func(t *testing.T) {
+			measureFalseAlarms(t, kcm.NodeLifecycle(gate), fmt.Sprintf("the node lifecycle scenario, %s=%v", kcm.LeaseGate, gate))
+		})
+	}
+}
+
+// TestFalseAlarmsNodeZones: the same for the two-zone scenario (NodeZones),
+// every knob setting: node loss, return and churn under ordinary latency
+// raise no violation. STALEFUZZ_FALSE_ALARMS=N runs it.
+func TestFalseAlarmsNodeZones(t *testing.T) {
+	measureFalseAlarms(t, kcm.NodeZones(), "the node zones scenario")
+}
+
+func measureFalseAlarms(t *testing.T, s fuzz.Scenario, what string) {
 	n, _ := strconv.Atoi(os.Getenv("STALEFUZZ_FALSE_ALARMS"))
 	if n <= 0 {
 		t.Skip("STALEFUZZ_FALSE_ALARMS=N runs it")
 	}
-	for _, gate := range []bool{false, true} {
-		t.Run(fmt.Sprintf("gate=%v", gate), func(t *testing.T) {
-			env, err := fuzz.NewEnv(kcm.NodeLifecycle(gate))
-			if err != nil {
-				t.Fatal(err)
+	env, err := fuzz.NewEnv(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	f, err := env.MeasureFalseAlarms(context.Background(), fuzz.FalseAlarmsOptions{Executions: n, Progress: func(done int, f fuzz.FalseAlarms, res *fuzz.Result, a *fuzz.Alarm) {
+		if a != nil {
+			for _, v := range a.Violations {
+				t.Logf("execution %d: schedule %s: [%s] %s", done, a.Schedule, v.Oracle, v.Message)
 			}
-			defer func() {
-				if err := env.Stop(); err != nil {
-					t.Error(err)
-				}
-			}()
-			f, err := env.MeasureFalseAlarms(context.Background(), fuzz.FalseAlarmsOptions{Executions: n, Progress: func(done int, f fuzz.FalseAlarms, res *fuzz.Result, a *fuzz.Alarm) {
-				if a != nil {
-					for _, v := range a.Violations {
-						t.Logf("execution %d: schedule %s: [%s] %s", done, a.Schedule, v.Oracle, v.Message)
-					}
-					t.Logf("execution %d: %s: %s", done, a.Verdict, a.Why)
-				}
-				if done%10 == 0 || done == n {
-					t.Logf("%d/%d executions: %s", done, n, f)
-				}
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("false alarms of the node lifecycle scenario, %s=%v: %s", kcm.LeaseGate, gate, f)
-			if len(f.ByOracle) > 0 || f.RaceExecutions() > 0 {
-				t.Errorf("false alarms or findings under ordinary latency: %s", f)
-			}
-			if f.Executions < n*3/4 {
-				t.Errorf("only %d of %d executions could be judged: %s", f.Executions, n, f)
-			}
-		})
+			t.Logf("execution %d: %s: %s", done, a.Verdict, a.Why)
+		}
+		if done%10 == 0 || done == n {
+			t.Logf("%d/%d executions: %s", done, n, f)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("false alarms of %s: %s", what, f)
+	if len(f.ByOracle) > 0 || f.RaceExecutions() > 0 {
+		t.Errorf("false alarms or findings under ordinary latency: %s", f)
+	}
+	if f.Executions < n*3/4 {
+		t.Errorf("only %d of %d executions could be judged: %s", f.Executions, n, f)
 	}
 }
 
