@@ -7,7 +7,8 @@
 // with a Node to bind Pods to, and a kubelet stand-in whose Pods can stay
 // Pending, fail, be OOM-killed, restart in place or be evicted, with the
 // statuses a kubelet writes: Builtins, Kubelet, PodFate), the knobs, the workload (ordered steps: apply,
-// patch, delete, wait), the fault scope and the oracles (convergence by
+// patch, delete, wait, and node: Nodes that join, lose their kubelet, come
+// back and leave, NodeStep, package fuzz/nodes), the fault scope and the oracles (convergence by
 // kstatus, lost update, count safety and end state learned from reference
 // runs, crash, storm) and the fixtures it needs besides the apiserver (git
 // repositories). A Target is the same declaration as a Go value; Scenario
@@ -45,7 +46,10 @@
 // ${port.NAME} a free port of its own, so that two workers' controllers
 // never share storage or a listener address. A wait that times out is
 // written to the execution's log and the workload goes on with its next
-// step: a wait paces the workload, the oracles judge the controllers.
+// step: a wait paces the workload, the oracles judge the controllers. The
+// Nodes node steps joined are deleted with their Leases when the execution
+// ends; a node step that fails (a resume of a running kubelet) makes the
+// execution a harness error.
 //
 // Oracles.Known lists findings already reported (fuzz.Known): while
 // fuzzing, an execution whose every violation one of them matches is

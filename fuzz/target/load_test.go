@@ -102,7 +102,7 @@ func TestParseErrors(t *testing.T) {
 		{"typo in a field", "    command: [python3", "    comand: [python3", []string{"bad.yaml:4:", `field "comand" not known in Controller: did you mean "command"?`}},
 		{"undeclared knob", `"${mode}"`, `"${mood}"`, []string{"bad.yaml:5:", "controllers[0].env.MODE", "${mood} names no knob (declared: mode, edit)"}},
 		{"knob that is no duration", "  - at: ${edit}", "  - at: ${mode}", []string{"bad.yaml:19:", "workload[1].at", `knob "mode"'s value "a" makes "${mode}" no duration`}},
-		{"two actions", "  - at: ${edit}\n", "  - delete: {apiVersion: v1, kind: ConfigMap, name: x}\n    at: ${edit}\n", []string{"workload[1]", "want exactly one of apply, patch, delete and wait, got 2"}},
+		{"two actions", "  - at: ${edit}\n", "  - delete: {apiVersion: v1, kind: ConfigMap, name: x}\n    at: ${edit}\n", []string{"workload[1]", "want exactly one of apply, patch, delete, wait and node, got 2"}},
 		{"bad subresource", `name: x, patch:`, `name: x, subresource: scale, patch:`, []string{"bad.yaml:20:", "workload[1].patch.subresource", `want status or nothing, got "scale"`}},
 		{"no command", "    command: [python3, ctl.py]\n", "", []string{"bad.yaml:3:", "controllers[0]", "want command (a command line) or go"}},
 		{"bad space", "oracles:", "faults: {space: chaos}\noracles:", []string{"bad.yaml:21:", "faults.space", "want realistic-latency, composed, realistic, latency, lag or loss"}},
@@ -126,6 +126,11 @@ func TestParseErrors(t *testing.T) {
 		{"pod fate of no pod", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: first, after: 1s, fate: failed}]\noracles:", []string{"builtins.kubelet.fates[0].pod", `want which Pod, a number from 1 (0: none), or a knob whose values are; got "first"`}},
 		{"pod fate without after", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", fate: failed}]\noracles:", []string{"builtins.kubelet.fates[0].after", "want how long after the Pod runs"}},
 		{"pending that is no duration", "oracles:", "builtins:\n  kubelet: {pendingFor: soon}\noracles:", []string{"builtins.kubelet.pendingFor", `want a duration such as 500ms or 2s, got "soon"`}},
+		{"node stopped before it joined", "  - at: ${edit}\n", "  - node: {stop: n1}\n  - at: ${edit}\n", []string{"bad.yaml:", "workload[1].node.stop", "node n1: no earlier step joins it (add a step with node: {join: n1})"}},
+		{"node joined twice", "  - at: ${edit}\n", "  - node: {join: n1}\n  - node: {join: n1}\n  - at: ${edit}\n", []string{"workload[2].node.join", "node n1 already joined in an earlier step"}},
+		{"node step of two actions", "  - at: ${edit}\n", "  - node: {join: n1, leave: n1}\n  - at: ${edit}\n", []string{"workload[1].node", "want exactly one of join, stop, resume and leave, each the Node's name, got 2"}},
+		{"zone given to a stop", "  - at: ${edit}\n", "  - node: {join: n1}\n  - node: {stop: n1, zone: a}\n  - at: ${edit}\n", []string{"workload[2].node.zone", "zone goes with join only"}},
+		{"node name no DNS name", "  - at: ${edit}\n", "  - node: {join: N_1}\n  - at: ${edit}\n", []string{"workload[1].node.join", `node name "N_1"`}},
 		{"pod fate of a bad label", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", after: 1s, fate: failed, labels: {\"a b\": x}}]\noracles:", []string{"builtins.kubelet.fates[0].labels", "label a b=x"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

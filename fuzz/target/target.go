@@ -200,6 +200,31 @@ type Step struct {
 	// execution's log, as a wait that timed out is, not an error.
 	Delete *Object `yaml:"delete"`
 	Wait   *Wait   `yaml:"wait"`
+	// Node is a Node's kubelet joining, stopping, coming back or the Node
+	// leaving (package fuzz/nodes).
+	Node *NodeStep `yaml:"node"`
+}
+
+// NodeStep acts on one Node through a kubelet stand-in (package
+// fuzz/nodes): exactly one of Join, Stop, Resume and Leave, each naming the
+// Node. Join creates it Ready, with Zone as its topology.kubernetes.io/zone
+// (and region "region-1") when set, and its Lease in kube-node-lease,
+// renewed every 100 ms (a real kubelet renews a 40 s Lease every 10 s; the
+// Lease here lasts 1 s: run kube-controller-manager's node lifecycle
+// controller with a grace period of 1 s or more). Stop is its kubelet gone
+// (a crashed node, a partitioned zone): the Lease is no longer renewed.
+// Resume is the kubelet back: the Node posted Ready, its Lease renewed
+// again. Leave deletes the Node and its Lease. Stop, Resume and Leave name
+// a Node an earlier step joined. The Nodes a workload joined are deleted
+// when the execution ends; list nodes and leases under faults.resources
+// (scopes nodes: cluster, leases: kube-node-lease) to put faults on their
+// events.
+type NodeStep struct {
+	Join   string `yaml:"join"`
+	Zone   string `yaml:"zone"`
+	Stop   string `yaml:"stop"`
+	Resume string `yaml:"resume"`
+	Leave  string `yaml:"leave"`
 }
 
 // Apply creates the objects of a manifest (YAML, one or more documents) in

@@ -239,9 +239,13 @@ func (t *Target) validate(p *positions) error {
 	if len(t.Workload) == 0 {
 		bad(errors.New("want at least one step: apply, patch, delete or wait"), "workload")
 	}
+	joined := map[string]bool{}
 	for i, s := range t.Workload {
 		t.validateStep(s, func(err error, path ...any) { bad(err, append([]any{"workload", i}, path...)...) },
 			func(v string, d bool, path ...any) { refs(v, d, append([]any{"workload", i}, path...)...) })
+		if s.Node != nil {
+			validateNodeStep(*s.Node, joined, func(err error, path ...any) { bad(err, append([]any{"workload", i, "node"}, path...)...) })
+		}
 	}
 	if t.Oracles.Crash != nil && !*t.Oracles.Crash {
 		bad(errors.New("the crash oracle cannot be turned off: a controller that exits on its own or panics is always a finding (remove this line)"), "oracles", "crash")
@@ -306,13 +310,13 @@ func (t *Target) validate(p *positions) error {
 
 func (t *Target) validateStep(s Step, bad func(error, ...any), refs func(string, bool, ...any)) {
 	n := 0
-	for _, set := range []bool{s.Apply != nil, s.Patch != nil, s.Delete != nil, s.Wait != nil} {
+	for _, set := range []bool{s.Apply != nil, s.Patch != nil, s.Delete != nil, s.Wait != nil, s.Node != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		bad(fmt.Errorf("want exactly one of apply, patch, delete and wait, got %d", n))
+		bad(fmt.Errorf("want exactly one of apply, patch, delete, wait and node, got %d", n))
 		return
 	}
 	if s.At != "" {
@@ -414,3 +418,37 @@ func knobValues(knobs []Knob, s string) []string {
 
 // gateRE is the form of a feature gate's name.
 var gateRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+
+// validateNodeStep checks one node step against the Nodes the steps before
+// it joined (joined, which it updates).
+func validateNodeStep(n NodeStep, joined map[string]bool, bad func(error, ...any)) {
+	set := 0
+	name, field := "", ""
+	for _, f := range []struct{ field, v string }{{"join", n.Join}, {"stop", n.Stop}, {"resume", n.Resume}, {"leave", n.Leave}} {
+		if f.v != "" {
+			set++
+			name, field = f.v, f.field
+		}
+	}
+	if set != 1 {
+		bad(fmt.Errorf("want exactly one of join, stop, resume and leave, each the Node's name, got %d", set))
+		return
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		bad(fmt.Errorf("node name %q: %s", name, strings.Join(errs, "; ")), field)
+	}
+	if n.Zone != "" && field != "join" {
+		bad(errors.New("zone goes with join only: a Node's zone is set when it joins"), "zone")
+	}
+	if errs := validation.IsValidLabelValue(n.Zone); n.Zone != "" && len(errs) > 0 {
+		bad(fmt.Errorf("zone %q is not a label value: %s", n.Zone, strings.Join(errs, "; ")), "zone")
+	}
+	switch {
+	case field == "join" && joined[name]:
+		bad(fmt.Errorf("node %s already joined in an earlier step: join each name once", name), field)
+	case field == "join":
+		joined[name] = true
+	case !joined[name]:
+		bad(fmt.Errorf("node %s: no earlier step joins it (add a step with node: {join: %s})", name, name), field)
+	}
+}

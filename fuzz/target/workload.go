@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/nodes"
 )
 
 // step is a Step with its files read.
@@ -78,6 +79,7 @@ func kinds(steps []step) []schema.GroupVersionKind {
 // runSteps performs the workload in order, each step at its time.
 func runSteps(ctx context.Context, x *fuzz.Exec, knobs []Knob, steps []step) error {
 	sub := func(s string) string { return substitute(x, knobs, s) }
+	var fleet *nodes.Fleet // made at the first node step
 	for i, s := range steps {
 		if s.At != "" {
 			at, _ := parseDuration(sub(s.At)) // validated
@@ -105,6 +107,11 @@ func runSteps(ctx context.Context, x *fuzz.Exec, knobs []Knob, steps []step) err
 			}
 		case s.Wait != nil:
 			err = wait(ctx, x, s.Wait, sub)
+		case s.Node != nil:
+			if fleet == nil {
+				fleet = startFleet(x)
+			}
+			err = nodeStep(ctx, fleet, *s.Node)
 		}
 		if err != nil {
 			return fmt.Errorf("workload[%d]: %w", i, err)
@@ -282,5 +289,36 @@ func wait(ctx context.Context, x *fuzz.Exec, w *Wait, sub func(string) string) e
 		if err := sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return err
 		}
+	}
+}
+
+// startFleet makes the kubelet stand-ins of the workload's Nodes and runs
+// them until the execution ends, then deletes the Nodes still there.
+func startFleet(x *fuzz.Exec) *nodes.Fleet {
+	f := &nodes.Fleet{Client: x.Direct}
+	x.Go("node kubelets", func(ctx context.Context) error {
+		err := f.Run(ctx)
+		cleanup, cancel := context.WithTimeout(context.WithoutCancel(ctx), fuzz.StopBudget)
+		defer cancel()
+		for _, st := range f.States() {
+			if st.Present() {
+				err = errors.Join(err, f.Leave(cleanup, st.Name))
+			}
+		}
+		return err
+	})
+	return f
+}
+
+func nodeStep(ctx context.Context, f *nodes.Fleet, n NodeStep) error {
+	switch {
+	case n.Join != "":
+		return f.Join(ctx, nodes.Node{Name: n.Join, Zone: n.Zone})
+	case n.Stop != "":
+		return f.Stop(n.Stop)
+	case n.Resume != "":
+		return f.Resume(ctx, n.Resume)
+	default:
+		return f.Leave(ctx, n.Leave)
 	}
 }

@@ -248,3 +248,54 @@ func TestPodFatesTargetFile(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeStepsTargetFile: a target file's node steps against the real
+// apiserver and kube-controller-manager's node lifecycle controller. The
+// Node whose kubelet stopped is marked Unknown and comes back Ready; the
+// Node that joined mid-run has its not-ready taint removed; a live Node is
+// never marked; every Node is gone once the execution ends.
+func TestNodeStepsTargetFile(t *testing.T) {
+	tg, err := target.Load("targets/node-steps.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := target.StartEnv(t, tg)
+	res, err := env.Run(context.Background(), fuzz.Schedule{}, fuzz.Retries(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Violations) > 0 {
+		t.Errorf("violations in a run without faults:\n%s", res.Report())
+	}
+	ready := map[string][]string{} // node → the Ready statuses kube-controller-manager wrote
+	taintsOf := map[string][]string{}
+	for _, r := range res.Trace.Requests {
+		if r.Client != target.ControllerManagerClient || r.Resource != "nodes" || r.Code != 200 || r.Write == nil {
+			continue
+		}
+		for k, v := range r.Write.Set {
+			if r.Subresource == "status" && strings.HasPrefix(k, "status.conditions") && strings.Contains(v, `"type":"Ready"`) {
+				ready[r.Name] = append(ready[r.Name], v)
+			}
+			if k == "spec.taints" {
+				taintsOf[r.Name] = append(taintsOf[r.Name], v)
+			}
+		}
+	}
+	if w := ready["n1"]; len(w) == 0 || !strings.Contains(strings.Join(w, " "), `"status":"Unknown"`) {
+		t.Errorf("node n1, its kubelet stopped at t+0.2 s: kube-controller-manager never marked it Unknown (its status writes: %v)\n%s", w, res.Report())
+	}
+	if w := ready["n2"]; len(w) > 0 {
+		t.Errorf("node n2, live throughout: kube-controller-manager wrote its Ready condition %v", w)
+	}
+	if len(taintsOf["n4"]) == 0 {
+		t.Errorf("node n4, joined at t+0.5 s: kube-controller-manager never wrote its taints (the not-ready taint every new Node gets)\n%s", res.Report())
+	}
+	left, err := env.ScopedObjects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left["nodes"])+len(left["leases"]) > 0 {
+		t.Errorf("nodes and leases the execution made still there after it: %v", left)
+	}
+}
