@@ -173,6 +173,12 @@ func NodeZones() fuzz.Scenario {
 		Start:     startZones,
 		Drive:     driveZones,
 		Seeds:     NodeZonesSeeds(),
+		// kubernetes/kubernetes#111385, known and not fixed in 1.37.1:
+		// under ordinary latency too (README.md), so every campaign would
+		// end at it; it counts it and searches on. Regression runs and
+		// the specs still judge it.
+		Known: []fuzz.Known{{Oracle: "tainted-in-full-disruption", Message: "while every zone is fully disrupted",
+			Why: "kubernetes/kubernetes#111385 (closed as rotten, not fixed in 1.37.1): a taint the controller applied after its monitor pass listed the Nodes (a concurrent tainter, or late Node events) is not removed when master disruption mode begins (README.md)"}},
 		Checks: []fuzz.Check{
 			{Name: "live-node-unknown", Fn: zoneCheck("live-node-unknown")},
 			{Name: "live-node-tainted", Fn: zoneCheck("live-node-tainted")},
