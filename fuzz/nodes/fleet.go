@@ -101,14 +101,10 @@ func (f *Fleet) Join(ctx context.Context, n Node) error {
 			LastHeartbeatTime: now, LastTransitionTime: now,
 		}}},
 	}
+	// A Node's status is kept on create (pkg/registry/core/node/strategy.go,
+	// PrepareForCreate), as the kubelet registers it.
 	if err := f.Client.Create(ctx, node); err != nil {
 		return fmt.Errorf("unable to create node %s: %w", n.Name, err)
-	}
-	// The status given at create is dropped by the apiserver (a Node's
-	// status is a subresource): the kubelet posts it next.
-	node.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
-	if err := f.Client.Status().Update(ctx, node); err != nil {
-		return fmt.Errorf("unable to post the Ready status of node %s: %w", n.Name, err)
 	}
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: n.Name},

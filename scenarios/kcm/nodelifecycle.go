@@ -2,21 +2,19 @@ package kcm
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/nodes"
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
@@ -136,105 +134,21 @@ func NodeLifecycleSeeds() []fuzz.Schedule {
 	return out
 }
 
-// standIn is the kubelet stand-in of one execution: it renews the Leases of
-// the nodes still alive and remembers when each renewal was acknowledged.
-type standIn struct {
-	mu      sync.Mutex
-	dead    map[string]time.Time   // node → when it stopped renewing
-	renewed map[string][]time.Time // node → acknowledged renewals
-}
-
-func (s *standIn) alive(node string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, dead := s.dead[node]
-	return !dead
-}
-
-// gap is the longest time between two acknowledged renewals of node's Lease
-// before t (from the first one on).
-func (s *standIn) gap(node string, t time.Time) time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var longest time.Duration
-	times := s.renewed[node]
-	for i := 1; i < len(times) && !times[i-1].After(t); i++ {
-		end := times[i]
-		if end.After(t) {
-			end = t
-		}
-		longest = max(longest, end.Sub(times[i-1]))
-	}
-	if n := len(times); n > 0 && times[n-1].Before(t) {
-		longest = max(longest, t.Sub(times[n-1]))
-	}
-	return longest
-}
-
-// startNodeLifecycle creates the nodes, Ready, and their Leases, starts the
-// stand-in renewing them, and starts kube-controller-manager with only its
-// node lifecycle controller.
+// startNodeLifecycle joins the nodes, Ready, with their Leases, their
+// kubelet stand-ins renewing them (package fuzz/nodes), and starts
+// kube-controller-manager with only its node lifecycle controller.
 func startNodeLifecycle(ctx context.Context, x *fuzz.Exec, gate bool) error {
-	s := &standIn{dead: map[string]time.Time{}, renewed: map[string][]time.Time{}}
-	x.Value = s
-	now := metav1.Now()
+	f := &nodes.Fleet{Client: x.Direct, Renewal: LeaseRenewal, LeaseDuration: NodeGrace}
+	x.Value = f
 	for _, name := range Nodes {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
-				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-				LastHeartbeatTime: now, LastTransitionTime: now,
-			}}},
+		if err := f.Join(ctx, nodes.Node{Name: name}); err != nil {
+			return err
 		}
-		if err := x.Direct.Create(ctx, node); err != nil {
-			return wrap(err, "create", "node", name)
-		}
-		lease := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: name},
-			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity:       ptr.To(name),
-				LeaseDurationSeconds: ptr.To(int32(NodeGrace / time.Second)),
-				RenewTime:            ptr.To(metav1.NowMicro()),
-			},
-		}
-		if err := x.Direct.Create(ctx, lease); err != nil {
-			return wrap(err, "create", "lease", corev1.NamespaceNodeLease+"/"+name)
-		}
-		s.renewed[name] = []time.Time{time.Now()}
 	}
 	if err := x.Direct.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: marker}}); err != nil {
 		return wrap(err, "create", "lease", corev1.NamespaceNodeLease+"/"+marker)
 	}
-	x.Go("kubelet stand-in", func(ctx context.Context) error {
-		tick := time.NewTicker(LeaseRenewal)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-tick.C:
-			}
-			for _, name := range Nodes {
-				if !s.alive(name) {
-					continue
-				}
-				renew, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": metav1.NowMicro()}})
-				if err != nil {
-					return err
-				}
-				lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: name}}
-				if err := x.Direct.Patch(ctx, lease, client.RawPatch("application/merge-patch+json", renew)); err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return wrap(err, "renew", "lease", corev1.NamespaceNodeLease+"/"+name)
-				}
-				s.mu.Lock()
-				s.renewed[name] = append(s.renewed[name], time.Now())
-				s.mu.Unlock()
-			}
-		}
-	})
+	x.Go("kubelet stand-in", f.Run)
 
 	return startControllerManager(ctx, x, "node-lifecycle-controller", []string{"leases", "nodes", "pods", "daemonsets"},
 		"--node-monitor-period="+NodeMonitorPeriod.String(),
@@ -252,13 +166,8 @@ func driveNodeLifecycle(_ context.Context, x *fuzz.Exec) error {
 	if die == 0 {
 		return nil
 	}
-	s := x.Value.(*standIn)
-	x.After(NodeDies, "node-b stops renewing its lease", func(context.Context) error {
-		s.mu.Lock()
-		s.dead["node-b"] = time.Now()
-		s.mu.Unlock()
-		return nil
-	})
+	f := x.Value.(*nodes.Fleet)
+	x.After(NodeDies, "node-b stops renewing its lease", func(context.Context) error { return f.Stop("node-b") })
 	if die == 2 {
 		x.After(LeaseTouched, "someone labels node-b's lease", func(ctx context.Context) error {
 			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: "node-b"}}
@@ -313,10 +222,11 @@ func statusWrites(tr trace.Trace, node string) []trace.Request {
 // up until the controller's first write to its status; if it did not, the
 // node did look dead for a moment, and the run is a harness error.
 func liveNodeUnknown(ctx context.Context, x *fuzz.Exec, tr trace.Trace) error {
-	s := x.Value.(*standIn)
+	f := x.Value.(*nodes.Fleet)
 	var problems []string
-	for _, name := range Nodes {
-		if !s.alive(name) {
+	for _, st := range f.States() {
+		name := st.Name
+		if !st.Alive() {
 			continue
 		}
 		var n corev1.Node
@@ -330,11 +240,11 @@ func liveNodeUnknown(ctx context.Context, x *fuzz.Exec, tr trace.Trace) error {
 		if w := statusWrites(tr, name); len(w) > 0 {
 			at = w[0].Start
 		}
-		if gap := s.gap(name, at); gap >= NodeGrace/2 {
+		if gap := f.Gap(name, st.Joined, at); gap >= NodeGrace/2 {
 			return &fuzz.HarnessError{Err: fmt.Errorf("node %s: the kubelet stand-in went %v without renewing its lease before t%+.2fs (a loaded machine): it did look dead", name, gap.Round(time.Millisecond), at.Sub(x.Mark()).Seconds())}
 		}
 		problems = append(problems, fmt.Sprintf("node %s: Ready=%s since kube-controller-manager's status write at t%+.2fs, though its Lease was renewed every %v throughout (never more than %v apart): a live node marked unreachable",
-			name, readyOf(&n), at.Sub(x.Mark()).Seconds(), LeaseRenewal, s.gap(name, at).Round(time.Millisecond)))
+			name, readyOf(&n), at.Sub(x.Mark()).Seconds(), LeaseRenewal, f.Gap(name, st.Joined, at).Round(time.Millisecond)))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%s", strings.Join(problems, "; "))
@@ -350,13 +260,11 @@ func liveNodeUnknown(ctx context.Context, x *fuzz.Exec, tr trace.Trace) error {
 // then gives it until then. A run whose cache does not catch up within the
 // execution's budget cannot be judged: a harness error.
 func deadNodeMissed(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
-	s := x.Value.(*standIn)
-	s.mu.Lock()
-	died, dead := s.dead["node-b"]
-	s.mu.Unlock()
-	if !dead {
+	st, _ := x.Value.(*nodes.Fleet).Get("node-b")
+	if st.Alive() {
 		return nil
 	}
+	died := st.Stopped
 	var n corev1.Node
 	if err := x.Direct.Get(ctx, client.ObjectKey{Name: "node-b"}, &n); err != nil {
 		return &fuzz.HarnessError{Err: wrap(err, "get", "node", "node-b")}
