@@ -7,11 +7,14 @@
 //   - A Fleet writes through the Client it is given, which must be the
 //     harness's own (fuzz.Exec.Direct), never a controller's: its writes are
 //     the kubelets', and faults act on the controllers' view of them.
-//   - Join creates a Node, Ready (reason KubeletReady, a fresh heartbeat),
-//     labelled with its zone and region (topology.kubernetes.io/zone and
-//     /region, which the node lifecycle controller groups nodes by), and
-//     its Lease in kube-node-lease; from then on Run renews that Lease every
-//     Renewal, as a live kubelet does.
+//   - Join creates a Node with its status, Ready (reason KubeletReady, a
+//     fresh heartbeat), as a kubelet registers it: labelled with its
+//     hostname and os, and with its zone and region when it has a zone
+//     (topology.kubernetes.io/zone and /region, which the node lifecycle
+//     controller groups nodes by); then its Lease in kube-node-lease. From
+//     then on Run renews that Lease every Renewal, as a live kubelet does.
+//     A Node the apiserver's NodeTaint admission taints not-ready keeps
+//     that taint until the node lifecycle controller removes it.
 //   - Stop is a kubelet gone (a crashed node, a partitioned zone, a powered
 //     off rack): its Lease and its status are no longer written. Nothing
 //     else changes: the Node stays until someone deletes it.
@@ -26,6 +29,7 @@
 //
 // A Fleet is safe for concurrent use. Its zero value, given a Client, is
 // usable: Renewal defaults to 100 ms and LeaseDuration to 1 s (a real
-// kubelet renews every 10 s a Lease of 40 s; a scenario sets both to its
-// controller's scaled grace period, and says the scale).
+// kubelet renews every 10 s a Lease of 40 s; a scenario sets both for its
+// controller's scaled grace period, and says the scale). Run until the
+// execution ends (fuzz.Exec.Go): nothing renews a Lease otherwise.
 package nodes
