@@ -47,6 +47,21 @@
 // harness error, and the schedule, timed from the mark after the start,
 // means the same. An overrun is a HarnessError, never a finding.
 //
+// A long scenario (Scenario.Long, up to MaxLong) has that budget instead
+// of Budget, for a workflow that must reach a timer its controller cannot
+// shorten; its Bounds may reach as far as the longer budget allows. go
+// test -fuzz kills an input after 10 s, so Fuzz refuses such a scenario
+// while fuzzing: package longrun's driver runs its campaigns, and go test
+// replays its corpus as any other's.
+//
+// A campaign's worker, whichever drives it, judges each input with Worker
+// (Env.Worker, Worker.Judge): the one place where an execution becomes a
+// campaign's record (a harness error logged and skipped, a known finding
+// or a repeat counted, a finding written) and where the worker's stats
+// are kept. Env.Prepare gives a driver of its own what go test -fuzz's
+// coordinator and workers do before the first input: the reference runs
+// and the seeds.
+//
 // Spaces: LagOnly (delay, hold), LagAndLoss (also drop, which no real
 // cluster does), Realistic (delay, hold, a broken watch, a relist after
 // 410 Gone, a controller restart right after or before the answer to its Nth

@@ -42,7 +42,13 @@ const (
 	// Budget is the hard deadline of one execution; an overrun is a harness
 	// error, never a finding.
 	Budget = 8 * time.Second
+	// MaxLong is the longest budget a long scenario's execution may have
+	// (Scenario.Long).
+	MaxLong = 10 * time.Minute
 )
+
+// budget is the scenario's budget of one execution: Long, or Budget.
+func (s Scenario) budget() time.Duration { return max(Budget, s.Long) }
 
 // HarnessError is an execution that could not be judged: the scenario failed
 // to start, a controller died, the budget ran out, or the run never settled
@@ -348,7 +354,7 @@ func (e *Env) extraStart(sched Schedule) time.Duration {
 
 func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Result, retErr error) {
 	start := time.Now()
-	budget := Budget * e.slack
+	budget := e.s.budget() * e.slack
 	if o.within > 0 {
 		budget = o.within
 	}
@@ -404,7 +410,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	// budget this schedule leaves unused: a loaded machine's slow start is
 	// then no harness error, and the execution still fits Budget.
 	need := e.lagNeed(sched)
-	sctx, scancel := context.WithTimeout(xctx, (StartBudget*max(1, e.startSlack)+max(0, lagBudget()-need))*e.slack)
+	sctx, scancel := context.WithTimeout(xctx, (StartBudget*max(1, e.startSlack)+max(0, lagBudgetOf(e.s.budget())-need))*e.slack)
 	err = e.s.Start(sctx, x)
 	scancel()
 	if err != nil {

@@ -95,6 +95,9 @@ func Fuzz(f *testing.F, s Scenario) {
 	if err := s.Validate(); err != nil {
 		f.Fatal(err)
 	}
+	if s.Long > 0 && flagValue("test.fuzz") != "" {
+		f.Fatalf("scenario %s: its executions may last %v (Scenario.Long), and go test -fuzz kills an input after 10 s: run its campaign with package fuzz/longrun's driver (stalefuzz fuzz does, for a target file with a budget); go test without -fuzz replays its corpus", s.Name, s.Long)
+	}
 	shard, err := shardFromEnv()
 	if err != nil {
 		f.Fatal(err)
@@ -161,58 +164,42 @@ func Fuzz(f *testing.F, s Scenario) {
 	})
 	if fuzzing && (s.Differential != nil || s.Storm || s.needsLearned() || len(s.Counts) > 0) {
 		began := time.Now()
-		env.prepareReferences(f)
+		env.prepareReferences(f.Name(), f.Logf)
 		env.Ready.References = time.Since(began)
 	}
-	var execs, harnessErrs, knownHits int
-	var keptKnown knownKept
-	var phases Phases // summed over the executions that could be judged
-	began := time.Now()
+	worker := env.Worker()
 	f.Fuzz(func(t *testing.T, input []byte) {
 		if !shard.Owns(s, input) {
 			// Another shard executes it (Shard): skipped before anything
 			// runs, and not counted as an execution.
 			t.Skipf("shard %d/%d: another shard's schedule", shard.K, shard.N)
 		}
+		if fuzzing {
+			v := worker.Judge(context.Background(), input, func() string { return fuzzOrigin(f.Name(), input, s.Decode(input), origins) })
+			if v.Err != nil {
+				t.Skip(v.Err)
+			}
+			signal.Hit(v.Features)
+			if v.Finding != nil && !searchingOn() {
+				// Written and logged; with SearchOnEnv the campaign
+				// reports it from findings.log, and searches on.
+				t.Fatal(v.Finding.Message(f.Name(), input))
+			}
+			return
+		}
 		sched := s.Decode(input)
 		// In a regression run, an execution that could not be judged (a
 		// controller slower than its start budget on a loaded machine) is
 		// run again, up to three times in all, before it fails the test.
-		attempts := 3
-		if fuzzing {
-			attempts = 1
-		}
+		const attempts = 3
 		res, err := env.Run(context.Background(), sched, Retries(attempts))
-		execs++
-		var known []Known
 		if err != nil {
-			harnessErrs++
-		} else {
-			phases = phases.Add(res.Phases)
-			if fuzzing {
-				// Only while fuzzing: a regression run or a replay judges a
-				// known finding as a finding.
-				if known = s.knownOnly(res.Violations, sched); known != nil {
-					knownHits++
-				}
-			}
-		}
-		if fuzzing {
-			// Rewritten after every execution: go test ends a worker without
-			// running its cleanups.
-			writeStats(s.Name, env.Ready, execs, harnessErrs, knownHits, time.Since(began), phases.Div(execs-harnessErrs))
-		}
-		if err != nil {
-			if fuzzing {
-				logHarnessError(s.Name, sched, err)
-				t.Skip(err)
-			}
 			// The marker names the run, so that a replay counts it apart
 			// from the runs that were judged (stalefuzz replay).
 			t.Fatalf("%s %s: schedule %s: %v", Unjudged, t.Name(), sched, err)
 		}
 		signal.Hit(Features(res, s.Features))
-		if s.KnownBug != "" && !fuzzing && !strings.Contains(t.Name(), "/seed#") {
+		if s.KnownBug != "" && !strings.Contains(t.Name(), "/seed#") {
 			// A window timed from the mark can miss its event on a loaded
 			// machine: the entry reproduces when one of KnownBugRuns does.
 			runs := 1
@@ -238,48 +225,31 @@ func Fuzz(f *testing.F, s Scenario) {
 		if len(res.Violations) == 0 {
 			return
 		}
-		if known != nil {
-			// Counted, and the input kept as interesting (its features
-			// include the violation), but the campaign goes on.
-			logKnown(sched, known, keptKnown.keep(res, s.Name, input, known))
-			return
-		}
 		origin, ok := origins[string(input)]
-		switch i := referenceSeedIndex(f.Name(), input); {
-		case ok:
-		case !fuzzing:
+		if !ok {
 			origin = replayedOrigin(t.Name())
-		case i >= 0 && sched.LatencyOnly():
-			origin = fmt.Sprintf("reference-run seed %d (ordinary latency, at what the reference runs measured)", i)
-		case i >= 0:
-			origin = fmt.Sprintf("reference-run seed %d", i)
-		default:
-			origin = "the mutator"
-		}
-		if fuzzing && searchingOn() && claimFindings(campaignDir(), res.Violations) == 0 {
-			// Searching on (SearchOnEnv): only findings this campaign has
-			// written already. Counted; the input stays interesting.
-			logRepeat(s.Name, sched, res)
-			return
-		}
-		files := writeFinding(res, s.Name, input, origin)
-		if fuzzing {
-			logFinding(files.entry, sched, res)
-			if searchingOn() {
-				// Written and logged: the campaign reports it from
-				// findings.log, and searches on.
-				return
-			}
 		}
 		// go test -fuzz saves a mutated input in testdata, a failing seed
 		// nowhere: the entry is written next to the trace either way.
-		keep := fmt.Sprintf("mkdir -p testdata/fuzz/%[1]s && cp %[2]s testdata/fuzz/%[1]s/%[3]s && go test -run='^%[1]s/%[3]s$'", f.Name(), files.entry, files.entryName)
-		if files.entryErr != nil {
-			keep = "(corpus entry not written: " + files.entryErr.Error() + ")"
-		}
-		t.Fatalf("%s\ninput: %x (from %s)\ntrace: %s\npicture: %s\ncontrollers' log: %s\nkeep it as a regression row: %s",
-			res.Report(), input, origin, files.trace, files.picture, files.logs, keep)
+		files := writeFinding(res, s.Name, input, origin)
+		t.Fatal((&Finding{Report: res.Report(), Origin: origin, Trace: files.trace, Picture: files.picture, Logs: files.logs,
+			Entry: files.entry, EntryName: files.entryName, EntryErr: files.entryErr}).Message(f.Name(), input))
 	})
+}
+
+// fuzzOrigin says where a fuzzing worker's input came from: a seed
+// (origins), a reference-run seed, or the mutator.
+func fuzzOrigin(target string, input []byte, sched Schedule, origins map[string]string) string {
+	if o, ok := origins[string(input)]; ok {
+		return o
+	}
+	switch i := referenceSeedIndex(target, input); {
+	case i >= 0 && sched.LatencyOnly():
+		return fmt.Sprintf("reference-run seed %d (ordinary latency, at what the reference runs measured)", i)
+	case i >= 0:
+		return fmt.Sprintf("reference-run seed %d", i)
+	}
+	return "the mutator"
 }
 
 // noLagSeeds encodes the scenario without lag in each of its first
@@ -445,32 +415,32 @@ func reserveFinding(dir, base string) (string, error) {
 
 // prepareReferences runs the no-lag reference for every knob setting before
 // fuzzing, so that no execution pays for one inside its clock.
-func (e *Env) prepareReferences(f *testing.F) {
+func (e *Env) prepareReferences(target string, logf func(format string, args ...any)) {
 	// What the coordinator learned for this campaign (learnAll) serves.
 	if e.s.Storm || e.s.needsLearned() {
-		n, err := e.readLearned(learnedFilePath(f.Name()))
+		n, err := e.readLearned(learnedFilePath(target))
 		if err != nil {
-			f.Logf("%v: learning them again", err)
+			logf("%v: learning them again", err)
 		}
 		if n > 0 {
-			f.Logf("scenario %s: the no-fault references of %d knob settings, from the campaign's coordinator", e.s.Name, n)
+			logf("scenario %s: the no-fault references of %d knob settings, from the campaign's coordinator", e.s.Name, n)
 		}
 	}
 	combos := knobSettings(e.s.Knobs, math.MaxInt)
 	if len(combos) > maxSharedSettings {
-		f.Logf("scenario %s: %d knob settings: differential references computed on first use", e.s.Name, len(combos))
+		logf("scenario %s: %d knob settings: differential references computed on first use", e.s.Name, len(combos))
 		return
 	}
 	for _, c := range combos {
 		if e.s.Differential != nil {
 			if _, ok := e.reference(context.Background(), c); !ok {
-				f.Logf("scenario %s: the no-lag reference run for %v was not clean: differential off for it", e.s.Name, c)
+				logf("scenario %s: the no-lag reference run for %v was not clean: differential off for it", e.s.Name, c)
 			}
 		}
 		if e.s.Storm || e.s.needsLearned() {
 			ref := e.learnedReference(context.Background(), c)
 			if ref == nil {
-				f.Logf("scenario %s: the no-fault reference runs for %v were not clean: the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c)
+				logf("scenario %s: the no-fault reference runs for %v were not clean: the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c)
 			} else if len(e.s.EndStates) > 0 && !ref.widened {
 				// Here, not on a first difference: an input's
 				// execution must fit in go test's 10 s.
@@ -671,13 +641,25 @@ func LoggedFindings(dir string) []LoggedFinding {
 // and returns its path and the name go test would give it (the first 16 hex
 // digits of its SHA-256).
 func writeCorpusEntry(dir, base string, input []byte) (path, name string, err error) {
-	body := "go test fuzz v1\n[]byte(" + strconv.Quote(string(input)) + ")\n"
-	name = fmt.Sprintf("%x", sha256.Sum256([]byte(body)))[:16]
+	body := string(MarshalCorpusEntry(input))
+	name = CorpusEntryName(input)
 	path, err = writeFindingFile(dir, base+".input", "corpus entry", func(w io.Writer) error {
 		_, err := io.WriteString(w, body)
 		return err
 	})
 	return path, name, err
+}
+
+// MarshalCorpusEntry is input as a go test fuzz v1 corpus file holds it
+// (what ReadCorpusEntry reads back).
+func MarshalCorpusEntry(input []byte) []byte {
+	return []byte("go test fuzz v1\n[]byte(" + strconv.Quote(string(input)) + ")\n")
+}
+
+// CorpusEntryName is the file name go test -fuzz gives input's corpus
+// entry: the first 16 hex digits of the SHA-256 of its file.
+func CorpusEntryName(input []byte) string {
+	return fmt.Sprintf("%x", sha256.Sum256(MarshalCorpusEntry(input)))[:16]
 }
 
 // WriteInput writes input as a go test fuzz v1 corpus file, dir/name.input,

@@ -79,6 +79,18 @@ type Scenario struct {
 	// Bounds limit the lag windows. Zero: DefaultBounds.
 	Bounds Bounds
 
+	// Long, when set, is the budget of one execution instead of Budget
+	// (more than Budget, at most MaxLong): a workflow whose step waits
+	// for a timer its controller cannot shorten (a constant in its code,
+	// such as the Job controller's 10 s back-off after a failed Pod) must
+	// run that long to reach it. Bounds may then reach as far into the
+	// execution as the longer budget allows. go test -fuzz kills an input
+	// after 10 s, so Fuzz refuses such a scenario while fuzzing: its
+	// campaigns run under package fuzz/longrun's driver (stalefuzz fuzz
+	// uses it for a target file with a budget), and its corpus entries
+	// replay under go test as any other's. Zero: Budget.
+	Long time.Duration
+
 	// Fields are dotted JSON paths the trace records from every JSON
 	// response (besides LostUpdates'), for Features and the timeline. Zero:
 	// none.

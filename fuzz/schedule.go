@@ -82,7 +82,13 @@ func (b Bounds) orDefault() Bounds {
 
 // fits reports whether an execution under these bounds, with the phase
 // budgets, finishes within Budget in the given space.
-func (b Bounds) fits(space Space) error {
+func (b Bounds) fits(space Space) error { return b.fitsWithin(space, Budget) }
+
+// fitsWithin reports whether an execution under these bounds, with the
+// phase budgets, finishes within budget (a long scenario's, Scenario.Long)
+// in the given space.
+func (b Bounds) fitsWithin(space Space, budget time.Duration) error {
+	lagBudget := func() time.Duration { return lagBudgetOf(budget) }
 	if b.MaxStart <= 0 || b.MaxLength < MinLength || b.MaxLagEnd <= b.MaxStart || b.MaxDelay < 0 ||
 		b.faultEnd() <= b.MaxStart || b.faultEnd() > b.MaxLagEnd {
 		return fmt.Errorf("bounds %+v: want 0 < MaxStart < MaxFaultEnd <= MaxLagEnd, MaxLength >= %v, MaxDelay >= 0", b, MinLength)
@@ -105,7 +111,7 @@ func (b Bounds) fits(space Space) error {
 		}
 	}
 	return fmt.Errorf("bounds %+v: an execution could take %v in space %v, over the %v budget of one execution (%s)",
-		b, StartBudget+DriveBudget+lagOver+SettleBudget+StopBudget, space, Budget, strings.Join(fix, "; "))
+		b, StartBudget+DriveBudget+lagOver+SettleBudget+StopBudget, space, budget, strings.Join(fix, "; "))
 }
 
 // faultAllowance is how long after the end of its window a fault step of the

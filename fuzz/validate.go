@@ -91,7 +91,10 @@ func (s Scenario) Validate() error {
 	if err := s.validQuiet(); err != nil {
 		bad("%w", err)
 	}
-	if err := s.Bounds.orDefault().fits(s.Space); err != nil {
+	if s.Long != 0 && (s.Long <= Budget || s.Long > MaxLong) {
+		bad("Long %v: want 0 (executions within Budget, %v) or more than %v and at most MaxLong (%v): an execution that must reach a timer its controller cannot shorten", s.Long, Budget, Budget, MaxLong)
+	}
+	if err := s.Bounds.orDefault().fitsWithin(s.Space, s.budget()); err != nil {
 		bad("%w", err)
 	}
 	for i, seed := range s.Seeds {
@@ -175,6 +178,9 @@ func names(knobs []Knob) string {
 
 // lagBudget is how long the lag of one execution may last (from the mark
 // to the end of what its windows and faults set off) for it to fit Budget.
-func lagBudget() time.Duration {
-	return Budget - StartBudget - DriveBudget - SettleBudget - StopBudget
+func lagBudget() time.Duration { return lagBudgetOf(Budget) }
+
+// lagBudgetOf is lagBudget for an execution whose budget is budget.
+func lagBudgetOf(budget time.Duration) time.Duration {
+	return budget - StartBudget - DriveBudget - SettleBudget - StopBudget
 }

@@ -86,6 +86,13 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"lag longer than the budget", func(s *Scenario) { s.Bounds = DefaultBounds; s.Bounds.MaxLagEnd = 4 * time.Second; s.Seeds = nil }, []string{
 			"MaxLagEnd+MaxDelay (4s+1s) must be at most 4s: lower MaxLagEnd or MaxDelay by 1s",
 		}},
+		{"a long budget no longer than Budget", func(s *Scenario) { s.Long = 5 * time.Second }, []string{"Long 5s: want 0", "more than 8s and at most MaxLong (10m0s)"}},
+		{"a long budget over MaxLong", func(s *Scenario) { s.Long = time.Hour }, []string{"Long 1h0m0s: want 0"}},
+		{"lag longer than a long budget", func(s *Scenario) {
+			s.Long = 20 * time.Second
+			s.Bounds = Bounds{MaxStart: 10 * time.Second, MaxLength: 5 * time.Second, MaxLagEnd: 15 * time.Second, MaxDelay: 2 * time.Second}
+			s.Seeds = nil
+		}, []string{"MaxLagEnd+MaxDelay (15s+2s) must be at most 16s: lower MaxLagEnd or MaxDelay by 1s", "over the 20s budget"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := valid()
@@ -187,5 +194,20 @@ func TestUnknownKnobIsAHarnessError(t *testing.T) {
 	var h *HarnessError
 	if !errors.As(err, &h) || !strings.Contains(err.Error(), `Exec.Knob("replica"): scenario knob declares no such knob (Scenario.Knobs: replicas)`) {
 		t.Fatalf("got %v, want a harness error naming the knob", err)
+	}
+}
+
+// TestValidateLongBounds: a long scenario's lag windows may reach as far as
+// its own budget allows, and no further than Budget allows without it.
+func TestValidateLongBounds(t *testing.T) {
+	s := valid()
+	s.Seeds = nil
+	s.Bounds = Bounds{MaxStart: 10 * time.Second, MaxLength: 5 * time.Second, MaxLagEnd: 12 * time.Second, MaxDelay: 2 * time.Second}
+	if err := s.Validate(); err == nil {
+		t.Fatal("windows up to 12 s accepted within the 8 s Budget")
+	}
+	s.Long = 20 * time.Second
+	if err := s.Validate(); err != nil {
+		t.Fatalf("windows up to 12 s refused within a 20 s Long budget: %v", err)
 	}
 }
