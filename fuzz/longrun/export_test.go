@@ -1,0 +1,4 @@
+package longrun
+
+// Mutate is mutate, for the tests.
+var Mutate = mutate
