@@ -51,6 +51,16 @@
 // ends; a node step that fails (a resume of a running kubelet) makes the
 // execution a harness error.
 //
+// An execution lasts at most 8 s (fuzz.Budget), a wait at most 6 s of it.
+// A target whose workflow must reach a timer its controller cannot
+// shorten sets budget (Target.Budget, up to 10 min, fuzz.Scenario.Long):
+// its waits may then last up to the budget less 2 s, and its lag and
+// fault windows stretch over what the budget leaves after the start,
+// settling and stopping. Such a target's campaign cannot run under go
+// test -fuzz (10 s an input): LongCampaign runs it with package longrun's
+// driver, which stalefuzz fuzz uses for it; its inputs keep Go's corpus
+// format and replay as any target's.
+//
 // Oracles.Known lists findings already reported (fuzz.Known): while
 // fuzzing, an execution whose every violation one of them matches is
 // counted, not a finding, and the campaign goes on; MeasureFalseAlarms counts

@@ -72,7 +72,7 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		return s, fmt.Errorf("target %s: no resource to fault: list the resources under faults.resources, or each controller's watches", t.Name)
 	}
 	c := t.codec()
-	s.Space, s.Bounds, s.Knobs = c.Space, c.Bounds, c.Knobs
+	s.Space, s.Bounds, s.Knobs, s.Long = c.Space, c.Bounds, c.Knobs, c.Long
 	if len(t.Faults.Scopes) > 0 {
 		s.Scopes = map[string]string{}
 		for res, where := range t.Faults.Scopes {
@@ -165,7 +165,29 @@ func (t *Target) codec() fuzz.Scenario {
 	for _, k := range t.Knobs {
 		s.Knobs = append(s.Knobs, fuzz.Knob{Name: k.Name, Values: len(k.Values)})
 	}
+	if s.Long = t.Long(); s.Long > 0 {
+		s.Bounds = longBounds(s.Bounds, s.Space, s.Long)
+	}
 	return s
+}
+
+// longBounds are bounds stretched over a long budget (Target.Budget): a
+// window may start until what the budget leaves after the start, drive,
+// settle and stop budgets, less what a fault sets off (client-go's relist
+// backoff, then the lag) and the part of base's range after its latest
+// start; it may last that long. The delay stays base's.
+func longBounds(base fuzz.Bounds, space fuzz.Space, budget time.Duration) fuzz.Bounds {
+	b := base
+	if b == (fuzz.Bounds{}) {
+		b = fuzz.DefaultBounds
+	}
+	lag := budget - fuzz.StartBudget - fuzz.DriveBudget - fuzz.SettleBudget - fuzz.StopBudget
+	allowance := b.MaxDelay + 100*time.Millisecond
+	if space == fuzz.Realistic || space == fuzz.RealisticLatency || space == fuzz.Composed {
+		allowance += max(fuzz.RelistBackoff, fuzz.RestartBudget)
+	}
+	end := lag - allowance
+	return fuzz.Bounds{MaxStart: end - (b.MaxLagEnd - b.MaxStart), MaxLength: end, MaxLagEnd: end, MaxDelay: b.MaxDelay}
 }
 
 // EncodeText is the input of the target for a schedule in words

@@ -60,6 +60,27 @@ type Target struct {
 	// APIServer is how the control plane's kube-apiserver runs. Zero: as
 	// its release ships it.
 	APIServer APIServer `yaml:"apiserver"`
+
+	// Budget is how long one execution may last, when its workflow must
+	// wait for a timer the controller cannot shorten (a constant in its
+	// code, such as the Job controller's 10 s back-off after a failed Pod;
+	// a timer a flag or a spec field sets is scaled there instead): a
+	// duration over 8s (fuzz.Budget), at most 10m (fuzz.MaxLong). Each
+	// fault's and lag window's range then stretches with it, to what the
+	// longer budget leaves after the start, settling and stopping, so that
+	// faults reach the timer's aftermath. go test -fuzz kills an input
+	// after 10 s: stalefuzz fuzz runs such a target's campaign with its
+	// own driver (package fuzz/longrun) in Go's corpus format, and
+	// stalefuzz replay, false-alarms and truth-table run it as any other.
+	// Zero: 8s.
+	Budget string `yaml:"budget"`
+}
+
+// Long is the target's budget of one execution (Budget) when it has one,
+// else 0. Validate refuses a budget that does not parse.
+func (t *Target) Long() time.Duration {
+	d, _ := parseDuration(t.Budget)
+	return d
 }
 
 // APIServer is how the control plane's kube-apiserver runs.

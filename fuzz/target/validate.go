@@ -41,6 +41,11 @@ func (t *Target) validate(p *positions) error {
 	if !labelRE.MatchString(t.Name) || len(t.Name) > 30 {
 		bad(fmt.Errorf("want a name of at most 30 lower-case letters, digits and dashes (it names namespaces and findings), got %q", t.Name), "name")
 	}
+	if t.Budget != "" {
+		if d, err := parseDuration(t.Budget); err != nil || d <= fuzz.Budget || d > fuzz.MaxLong {
+			bad(fmt.Errorf("want a duration over %v and at most %v (one execution's budget, for a workflow that must reach a timer its controller cannot shorten), got %q", fuzz.Budget, fuzz.MaxLong, t.Budget), "budget")
+		}
+	}
 	knobs := map[string]Knob{}
 	for i, k := range t.Knobs {
 		switch {
@@ -358,8 +363,9 @@ func (t *Target) validateStep(s Step, bad func(error, ...any), refs func(string,
 		}
 		refs(s.Wait.Value, false, "wait", "value")
 		if s.Wait.Timeout != "" {
-			if d, err := parseDuration(s.Wait.Timeout); err != nil || d > 6*time.Second {
-				bad(fmt.Errorf("want a duration up to 6s (an execution lasts at most 8s), got %q", s.Wait.Timeout), "wait", "timeout")
+			budget := max(fuzz.Budget, t.Long())
+			if d, err := parseDuration(s.Wait.Timeout); err != nil || d > budget-2*time.Second {
+				bad(fmt.Errorf("want a duration up to %v (an execution lasts at most %v: the target's budget, 8s unless it sets one), got %q", budget-2*time.Second, budget, s.Wait.Timeout), "wait", "timeout")
 			}
 		}
 	}

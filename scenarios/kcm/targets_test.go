@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
@@ -298,4 +299,46 @@ func TestNodeStepsTargetFile(t *testing.T) {
 	if len(left["nodes"])+len(left["leases"]) > 0 {
 		t.Errorf("nodes and leases the execution made still there after it: %v", left)
 	}
+}
+
+// TestJobBackoffTargetFile runs targets/job-backoff.yaml, a target whose
+// budget (40 s) lets an execution outlast go test -fuzz's 10 s, against the
+// real apiserver and Job controller, without faults: the first Pod fails,
+// and its replacement is created only after the Job controller's 10 s
+// back-off (a constant of its code), then succeeds, and the Job completes;
+// nothing is violated. With the 8 s budget of other targets the run would
+// end before that replacement Pod.
+func TestJobBackoffTargetFile(t *testing.T) {
+	tg, err := target.Load("targets/job-backoff.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := target.StartEnv(t, tg)
+	res, err := env.Run(context.Background(), fuzz.Schedule{Knobs: map[string]int{"second": 0}}, fuzz.Retries(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Violations) > 0 {
+		t.Errorf("violations in a run without faults:\n%s", res.Report())
+	}
+	var creates []time.Duration // after the mark
+	complete := false
+	for _, r := range res.Trace.Requests {
+		if r.Client != target.ControllerManagerClient || r.Code >= 300 {
+			continue
+		}
+		if r.Resource == "pods" && r.Verb == "create" {
+			creates = append(creates, r.Start.Sub(res.Mark))
+		}
+		if r.Resource == "jobs" && r.Subresource == "status" && r.Write != nil && r.Write.Set["status.completionTime"] != "" && r.Write.Set["status.completionTime"] != "null" {
+			complete = true // a Job's completionTime is set when it is Complete
+		}
+	}
+	if len(creates) != 2 || creates[1]-creates[0] < 9*time.Second {
+		t.Fatalf("want two Pod creates, the second after the 10 s back-off; got them at %v\n%s", creates, res.Report())
+	}
+	if !complete {
+		t.Errorf("the Job controller never wrote the Job's completionTime (Complete)\n%s", res.Report())
+	}
+	t.Logf("Pods created at t+%v; the execution took %v", creates, res.Elapsed.Round(100*time.Millisecond))
 }

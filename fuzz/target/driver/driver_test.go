@@ -2,8 +2,11 @@ package driver
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/stalefuzz/stalefuzz/fuzz/longrun"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 )
 
@@ -13,4 +16,28 @@ func FuzzTarget(f *testing.F) {
 		f.Skip("STALEFUZZ_TARGET is not set: this fuzz target is run by stalefuzz fuzz and stalefuzz replay")
 	}
 	target.Fuzz(f, path)
+}
+
+// TestLongCampaign runs a campaign of the target file named by
+// STALEFUZZ_TARGET with package longrun's driver, for a target whose
+// executions outlast go test -fuzz's 10 s (its budget), for
+// STALEFUZZ_LONG_TIME: what stalefuzz fuzz runs instead of FuzzTarget for
+// such a target. It fails at a finding (without fuzz.SearchOnEnv) with the
+// message a FuzzTarget finding has.
+func TestLongCampaign(t *testing.T) {
+	path, d := os.Getenv("STALEFUZZ_TARGET"), os.Getenv("STALEFUZZ_LONG_TIME")
+	if path == "" || d == "" {
+		t.Skip("STALEFUZZ_TARGET and STALEFUZZ_LONG_TIME are not set: this campaign is run by stalefuzz fuzz")
+	}
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		t.Fatalf("STALEFUZZ_LONG_TIME=%q: %v", d, err)
+	}
+	target.LongCampaign(t, path, longrun.Campaign{
+		Target:   "FuzzTarget",
+		Corpus:   os.Getenv("STALEFUZZ_LONG_CORPUS"),
+		Seeds:    []string{filepath.Join("testdata", "fuzz", "FuzzTarget")},
+		Time:     dur,
+		Progress: os.Stdout,
+	})
 }

@@ -400,7 +400,14 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 	}
 	defer rp.Stop()
 	started := time.Now()
-	abs, bin, err := prepare(ctx, stderr, c.file, work, true)
+	tg, err := target.Load(c.file)
+	if err != nil {
+		return exitError{exitHarness, err}
+	}
+	long := tg.Long()
+	// A long target's campaign runs under stalefuzz's own driver, which
+	// needs no coverage instrumentation (the trace is its signal).
+	abs, bin, err := prepare(ctx, stderr, c.file, work, long == 0)
 	if err != nil {
 		return err
 	}
@@ -421,24 +428,33 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		from = fmt.Sprintf("the %d entries of %s", n, c.corpus)
 	}
 	fmt.Fprintf(stderr, "stalefuzz: fuzzing %s for %v with %d worker(s) from %s; findings go to %s\n", c.file, c.duration, c.workers, from, findings)
-	out, status, err := fuzzUntil(ctx, stdout, time.Now().Add(c.duration), c.searchOn, func(fuzztime time.Duration) (string, int, error) {
-		cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+fuzztime.String(),
-			"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
-		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp, "STALEFUZZ_SHARD="+c.shard)
-		if c.searchOn {
-			cmd.Env = append(cmd.Env, fuzz.SearchOnEnv+"=1")
-		}
-		return runBinary(rp, cmd, stdout, func(line string) string {
-			if m := progressRE.FindStringSubmatch(line); m != nil {
-				return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
+	var (
+		out    string
+		status int
+	)
+	if long > 0 {
+		fmt.Fprintf(stderr, "stalefuzz: %s's executions may last %v (its budget), over the 10 s go test -fuzz allows an input: the campaign runs under stalefuzz's own driver (package fuzz/longrun), in Go's corpus format\n", c.file, long)
+		out, status, err = runLong(ctx, rp, stdout, bin, work, camp, c, []string{"STALEFUZZ_TARGET=" + abs, "STALEFUZZ_FINDINGS=" + findings, "STALEFUZZ_CAMPAIGN=" + camp})
+	} else {
+		out, status, err = fuzzUntil(ctx, stdout, time.Now().Add(c.duration), c.searchOn, func(fuzztime time.Duration) (string, int, error) {
+			cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+fuzztime.String(),
+				"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
+			cmd.Dir = work
+			cmd.Env = append(os.Environ(), "STALEFUZZ_TARGET="+abs, "STALEFUZZ_FINDINGS="+findings, "STALEFUZZ_CAMPAIGN="+camp, "STALEFUZZ_SHARD="+c.shard)
+			if c.searchOn {
+				cmd.Env = append(cmd.Env, fuzz.SearchOnEnv+"=1")
 			}
-			return line
+			return runBinary(rp, cmd, stdout, func(line string) string {
+				if m := progressRE.FindStringSubmatch(line); m != nil {
+					return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
+				}
+				return line
+			})
+		}, func(input string) string {
+			kept := keepHung(filepath.Join(work, input), findings)
+			return kept + " (replay it: stalefuzz replay " + c.file + " " + kept + ")"
 		})
-	}, func(input string) string {
-		kept := keepHung(filepath.Join(work, input), findings)
-		return kept + " (replay it: stalefuzz replay " + c.file + " " + kept + ")"
-	})
+	}
 	if err != nil {
 		return exitError{exitHarness, err}
 	}
@@ -488,6 +504,59 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		}
 	}
 	return result
+}
+
+// runLong runs a long target's campaign (Target.Budget): c.workers
+// processes of the test binary bin, each running TestLongCampaign (package
+// fuzz/longrun's driver) with a control plane of its own, sharing the
+// campaign directory camp and one corpus directory, work's .fuzzcache (so
+// that --corpus saves it as it saves go test -fuzz's), and starting from
+// work's testdata (where --corpus put its entries). Without --search-on, a
+// finding in one process ends the others, cleanly, as go test -fuzz ends a
+// campaign at its first. It returns their output and the highest exit
+// status.
+func runLong(ctx context.Context, rp *reaper.Reaper, stdout io.Writer, bin, work, camp string, c campaign, env []string) (string, int, error) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type ran struct {
+		out    string
+		status int
+		err    error
+	}
+	results := make(chan ran, c.workers)
+	for i := 0; i < c.workers; i++ {
+		cmd := exec.CommandContext(lctx, bin, "-test.run=^TestLongCampaign$", "-test.timeout=0", "-test.count=1")
+		cmd.Dir = work
+		cmd.Env = append(append(os.Environ(), env...), "STALEFUZZ_LONG_TIME="+c.duration.String(),
+			"STALEFUZZ_LONG_CORPUS="+filepath.Join(work, ".fuzzcache", driverFn))
+		if c.searchOn {
+			cmd.Env = append(cmd.Env, fuzz.SearchOnEnv+"=1")
+		}
+		go func() {
+			out, st, err := runBinary(rp, cmd, stdout, func(line string) string {
+				if m := progressRE.FindStringSubmatch(line); m != nil {
+					return fmt.Sprintf("fuzz: elapsed: %s, executions: %d%s", m[1], executions(camp), m[2])
+				}
+				return line
+			})
+			if st != 0 && !c.searchOn {
+				cancel() // a finding (or a failure): the others end cleanly
+			}
+			results <- ran{out, st, err}
+		}()
+	}
+	var all strings.Builder
+	status := 0
+	var errs []error
+	for i := 0; i < c.workers; i++ {
+		r := <-results
+		all.WriteString(r.out)
+		status = max(status, r.status)
+		if r.err != nil {
+			errs = append(errs, r.err)
+		}
+	}
+	return all.String(), status, errors.Join(errs...)
 }
 
 // reportUnreported reports the findings the campaign's workers wrote

@@ -513,3 +513,39 @@ func TestFuzzUntil(t *testing.T) {
 		})
 	}
 }
+
+// TestFuzzCommandLongTarget runs a campaign on the contention target with
+// a budget (12 s, over what go test -fuzz allows an input) against the real
+// apiserver: stalefuzz fuzz runs it under its own driver (package
+// fuzz/longrun), which finds the lost plan as go test -fuzz's workers do,
+// ends the campaign there and reports it with its replay command, and
+// counts the executions in the campaign's figures.
+func TestFuzzCommandLongTarget(t *testing.T) {
+	b, err := os.ReadFile("../../../scenarios/contention/target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Beside the original, so that its relative paths hold.
+	f, err := os.CreateTemp("../../../scenarios/contention", ".stalefuzz-composed-long-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	if _, err := f.WriteString(strings.Replace(string(b), "name: contention\n", "name: contention\nbudget: 12s\n", 1)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var stdout, stderr bytes.Buffer
+	status := run([]string{"fuzz", f.Name(), "--time", "4m", "--workers", "1", "--findings", t.TempDir()}, &stdout, &stderr)
+	out := stdout.String()
+	if !strings.Contains(stderr.String(), "the campaign runs under stalefuzz's own driver") {
+		t.Errorf("nothing says the campaign ran under the long driver:\n%s", lastLines(stderr.String(), 20))
+	}
+	if status != exitFinding || !regexp.MustCompile(`result: FINDING after \S+ \(report above\)\. Replay it 20 times:\n  stalefuzz replay \S+ \S+\.input --count 20`).MatchString(out) {
+		t.Fatalf("exit %d, want %d and the finding with its replay command:\n%s\n%s", status, exitFinding, lastLines(out, 40), lastLines(stderr.String(), 20))
+	}
+	if m := regexp.MustCompile(`figures: (\d+) executions`).FindStringSubmatch(out); m == nil || m[1] == "0" {
+		t.Errorf("no executions counted:\n%s", lastLines(out, 20))
+	}
+	t.Logf("%s", lastLines(out, 12))
+}
