@@ -586,31 +586,6 @@ func (x *Exec) fail(err error) {
 	x.mu.Unlock()
 }
 
-// stop ends everything the execution started, within budget.
-func (x *Exec) stop(budget time.Duration) error {
-	x.mu.Lock()
-	for _, t := range x.timers {
-		if t.Stop() {
-			x.wg.Done()
-		}
-	}
-	for _, p := range x.procs {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	}
-	x.mu.Unlock()
-	done := make(chan struct{})
-	go func() { x.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(budget):
-		return fmt.Errorf("controllers still running %v after their context ended", budget)
-	}
-	for _, f := range x.files {
-		_ = f.Close()
-	}
-	return os.RemoveAll(x.dir)
-}
-
 // StartManager runs a controller-runtime manager as the named client, with its
 // cache scoped to the execution's namespace and those of Scenario.Scopes
 // (cluster-scoped objects are cached whole), no leader election, no metrics
