@@ -55,8 +55,8 @@
 // A target whose workflow must reach a timer its controller cannot
 // shorten sets budget (Target.Budget, up to 10 min, fuzz.Scenario.Long):
 // its waits may then last up to the budget less 2 s, and its lag and
-// fault windows stretch over what the budget leaves after the start,
-// settling and stopping. Such a target's campaign cannot run under go
+// fault windows stretch over the first half of what the budget leaves
+// after the start, settling and stopping. Such a target's campaign cannot run under go
 // test -fuzz (10 s an input): LongCampaign runs it with package longrun's
 // driver, which stalefuzz fuzz uses for it; its inputs keep Go's corpus
 // format and replay as any target's.

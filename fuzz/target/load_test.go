@@ -92,6 +92,22 @@ func TestParseGood(t *testing.T) {
 	}
 }
 
+// TestParseBudget: a target with a budget has long executions, and waits
+// up to the budget less 2 s.
+func TestParseBudget(t *testing.T) {
+	src := strings.Replace(good, "oracles:", "  - wait: {apiVersion: v1, kind: ConfigMap, name: x, timeout: 18s}\nbudget: 20s\noracles:", 1)
+	tg, err := target.Parse("good.yaml", "/dir", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.Long() != 20*time.Second {
+		t.Errorf("Long() = %v, want the budget, 20s", tg.Long())
+	}
+	if g, err := target.Parse("good.yaml", "/dir", []byte(good)); err != nil || g.Long() != 0 {
+		t.Errorf("a target without a budget: Long() = %v (%v), want 0", g.Long(), err)
+	}
+}
+
 // TestParseErrors: each mistake is refused with its line, its field and,
 // where there is one, a suggestion.
 func TestParseErrors(t *testing.T) {
@@ -121,6 +137,9 @@ func TestParseErrors(t *testing.T) {
 		{"controller named as the scheduler", "  - name: ctl", "  - name: kube-scheduler", []string{"bad.yaml:3:", "controllers[0].name", `"kube-scheduler" is the builtins' kube-scheduler's client`}},
 		{"git fixture without dir", "oracles:", "fixtures:\n  git: [{name: repo}]\noracles:", []string{"bad.yaml:22:", "fixtures.git[0].dir", "want dir"}},
 		{"bad feature gate", "oracles:", "apiserver: {featureGates: {watch-list: false}}\noracles:", []string{"bad.yaml:", "apiserver.featureGates.watch-list", `want a kube-apiserver feature gate's name such as WatchList, got "watch-list"`}},
+		{"a budget within 8s", "name: demo", "name: demo\nbudget: 5s", []string{"bad.yaml:", "budget", `want a duration over 8s and at most 10m0s`, `got "5s"`}},
+		{"a wait over 6s without a budget", "oracles:", "  - wait: {apiVersion: v1, kind: ConfigMap, name: x, timeout: 7s}\noracles:", []string{"wait.timeout", "want a duration up to 6s (an execution lasts at most 8s"}},
+		{"a wait longer than the budget allows", "oracles:", "  - wait: {apiVersion: v1, kind: ConfigMap, name: x, timeout: 19s}\nbudget: 20s\noracles:", []string{"wait.timeout", "want a duration up to 18s (an execution lasts at most 20s"}},
 		{"unknown pod fate", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", after: 1s, fate: crashed}]\noracles:", []string{"bad.yaml:", "builtins.kubelet.fates[0].fate", `want a fate of failed, oomKilled, succeeded, evicted (or a knob whose values are), got "crashed"`}},
 		{"pod fate knob of other values", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: \"1\", after: 1s, fate: \"${mode}\"}]\noracles:", []string{"builtins.kubelet.fates[0].fate", `got "a"`}},
 		{"pod fate of no pod", "oracles:", "builtins:\n  kubelet:\n    fates: [{pod: first, after: 1s, fate: failed}]\noracles:", []string{"builtins.kubelet.fates[0].pod", `want which Pod, a number from 1 (0: none), or a knob whose values are; got "first"`}},

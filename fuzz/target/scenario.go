@@ -171,11 +171,14 @@ func (t *Target) codec() fuzz.Scenario {
 	return s
 }
 
-// longBounds are bounds stretched over a long budget (Target.Budget): a
-// window may start until what the budget leaves after the start, drive,
-// settle and stop budgets, less what a fault sets off (client-go's relist
-// backoff, then the lag) and the part of base's range after its latest
-// start; it may last that long. The delay stays base's.
+// longBounds are bounds stretched over a long budget (Target.Budget): the
+// windows reach as far as half of what the budget leaves after the start,
+// drive, settle and stop budgets and what a fault sets off (client-go's
+// relist backoff, then the lag), so that the workflow's timers still fit
+// after the last fault (a hold of the Job's events until t+34 s of a 40 s
+// budget, then the Job controller's 10 s back-off, overran it); a window
+// may start until that end less the part of base's range after its latest
+// start, and last as long as it. The delay stays base's.
 func longBounds(base fuzz.Bounds, space fuzz.Space, budget time.Duration) fuzz.Bounds {
 	b := base
 	if b == (fuzz.Bounds{}) {
@@ -186,7 +189,7 @@ func longBounds(base fuzz.Bounds, space fuzz.Space, budget time.Duration) fuzz.B
 	if space == fuzz.Realistic || space == fuzz.RealisticLatency || space == fuzz.Composed {
 		allowance += max(fuzz.RelistBackoff, fuzz.RestartBudget)
 	}
-	end := lag - allowance
+	end := (lag - allowance) / 2
 	return fuzz.Bounds{MaxStart: end - (b.MaxLagEnd - b.MaxStart), MaxLength: end, MaxLagEnd: end, MaxDelay: b.MaxDelay}
 }
 

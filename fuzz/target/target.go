@@ -66,9 +66,10 @@ type Target struct {
 	// code, such as the Job controller's 10 s back-off after a failed Pod;
 	// a timer a flag or a spec field sets is scaled there instead): a
 	// duration over 8s (fuzz.Budget), at most 10m (fuzz.MaxLong). Each
-	// fault's and lag window's range then stretches with it, to what the
-	// longer budget leaves after the start, settling and stopping, so that
-	// faults reach the timer's aftermath. go test -fuzz kills an input
+	// fault's and lag window's range then stretches with it, over the first
+	// half of what the longer budget leaves after the start, settling and
+	// stopping, so that faults reach the timer's aftermath and the
+	// workflow's timers still fit after the last fault. go test -fuzz kills an input
 	// after 10 s: stalefuzz fuzz runs such a target's campaign with its
 	// own driver (package fuzz/longrun) in Go's corpus format, and
 	// stalefuzz replay, false-alarms and truth-table run it as any other.
