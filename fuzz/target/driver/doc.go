@@ -1,6 +1,7 @@
 // Package driver holds the fuzz target that `stalefuzz fuzz` and
 // `stalefuzz replay` build and run for a target file: FuzzTarget runs the
-// file named by STALEFUZZ_TARGET (target.Fuzz). A controller author's
+// file named by STALEFUZZ_TARGET (target.Fuzz), and TestLongCampaign the
+// campaign of a target whose executions outlast go test -fuzz's 10 s. A controller author's
 // repository needs no Go dependency on stalefuzz: the command compiles this
 // package's test binary from stalefuzz's own module, with Go's build cache,
 // and runs it in a directory of its own.
@@ -28,6 +29,13 @@
 // the answer to a controller's write besides the ordinary latency of every
 // execution (target.FalseAlarmsOptions.Answer: lose, reset, slow, reject,
 // reject-500, reject-503); unset or empty, ordinary latency only.
+//
+// STALEFUZZ_LONG_TIME: with STALEFUZZ_TARGET, TestLongCampaign runs a
+// campaign of that duration with package longrun's driver
+// (target.LongCampaign), which stalefuzz fuzz runs instead of FuzzTarget for
+// a target with a budget (executions longer than go test -fuzz allows an
+// input); STALEFUZZ_LONG_CORPUS names its corpus directory, shared by the
+// campaign's processes. Its seeds include testdata/fuzz/FuzzTarget.
 //
 // STALEFUZZ_TRUTH_TABLE: with STALEFUZZ_TARGET, TestTruthTable runs the
 // target's truth table (target.MeasureTruthTable) with these options (a

@@ -115,9 +115,13 @@ replays it. By default the campaign ends at its first finding, as go test
 and searches on until --time: the time to every finding, not only to the
 first. It writes the first three executions of each finding (the same
 oracle, object and message, with digits, generated name suffixes and lists
-of alike names aside) and counts a later one apart as a repeat. The exit status is 0 with no
-finding, 1 with a finding, 2 for a usage or harness error (nothing was
-judged).`,
+of alike names aside) and counts a later one apart as a repeat. A target
+with a budget (executions longer than the 10 s go test -fuzz allows an
+input) runs under stalefuzz's own driver instead (package fuzz/longrun):
+the same seeds, oracles, findings, corpus format and --search-on, one
+process with its own control plane per worker; --shard does not apply. The
+exit status is 0 with no finding, 1 with a finding, 2 for a usage or
+harness error (nothing was judged).`,
 		Args: exactArgs("TARGET.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 1 {
@@ -405,6 +409,9 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		return exitError{exitHarness, err}
 	}
 	long := tg.Long()
+	if long > 0 && c.shard != "" {
+		return exitError{exitHarness, fmt.Errorf("--shard %s: %s has a budget (%v an execution), and its campaign runs under stalefuzz's own driver, which does not shard: give each machine its own --corpus directory and merge them by copying files", c.shard, c.file, long)}
+	}
 	// A long target's campaign runs under stalefuzz's own driver, which
 	// needs no coverage instrumentation (the trace is its signal).
 	abs, bin, err := prepare(ctx, stderr, c.file, work, long == 0)
