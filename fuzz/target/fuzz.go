@@ -22,18 +22,24 @@ import (
 // its Scenario.
 func Fuzz(f *testing.F, path string) {
 	f.Helper()
-	t, err := Load(path)
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := Prepare(context.Background(), t, os.Stderr); err != nil {
-		f.Fatal(err)
-	}
-	s, err := t.Scenario()
+	s, err := prepared(path)
 	if err != nil {
 		f.Fatal(err)
 	}
 	fuzz.Fuzz(f, s)
+}
+
+// prepared is the scenario of the target file at path, loaded (refused
+// with its errors) and prepared (its Go controllers built, once).
+func prepared(path string) (fuzz.Scenario, error) {
+	t, err := Load(path)
+	if err != nil {
+		return fuzz.Scenario{}, err
+	}
+	if err := Prepare(context.Background(), t, os.Stderr); err != nil {
+		return fuzz.Scenario{}, err
+	}
+	return t.Scenario()
 }
 
 // LongCampaign runs campaign c (package longrun) on the target file at
@@ -45,14 +51,7 @@ func Fuzz(f *testing.F, path string) {
 // with a budget (Target.Budget) must.
 func LongCampaign(t *testing.T, path string, c longrun.Campaign) {
 	t.Helper()
-	tg, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Prepare(context.Background(), tg, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	s, err := tg.Scenario()
+	s, err := prepared(path)
 	if err != nil {
 		t.Fatal(err)
 	}
