@@ -91,12 +91,18 @@ func (f *Finding) Message(target string, input []byte) string {
 
 // Judge runs input once, as a campaign's worker (one attempt: a harness
 // error is recorded and skipped), and records what it came to (see
-// Worker). origin says where the input came from; it is asked only for a
+// Worker). An execution that ctx's end cut short is not recorded: its
+// Verdict has the error and nothing else. origin says where the input came from; it is asked only for a
 // finding.
 func (w *Worker) Judge(ctx context.Context, input []byte, origin func() string) Verdict {
 	s := w.env.s
 	v := Verdict{Schedule: s.Decode(input)}
 	v.Result, v.Err = w.env.Run(ctx, v.Schedule, Retries(1))
+	if v.Err != nil && ctx.Err() != nil {
+		// The driver's end (an interrupt) cut it short: neither an
+		// execution nor a harness error.
+		return v
+	}
 	w.execs++
 	if v.Err != nil {
 		w.errs++

@@ -12,8 +12,10 @@
 // (fuzz.Env.Prepare: the no-fault reference runs the learned oracles
 // need, and the seeds), then runs, in this order, the entries of the
 // corpus directory and of the seed directories, the seeds, and inputs it
-// mutates from the entries it found interesting, until Time has passed or
-// ctx ends. Every input is judged by fuzz.Worker, exactly as a go test
+// mutates from the entries it found interesting, until Time has passed
+// (checked between executions: the last one runs to its end, so that the
+// campaign's end is never a harness error) or ctx ends (an interrupt,
+// which cuts the execution under way short, uncounted). Every input is judged by fuzz.Worker, exactly as a go test
 // -fuzz worker judges it: a harness error is logged and skipped, never a
 // finding; known findings and, searching on (fuzz.SearchOnEnv), repeats
 // are counted; a finding is written with its trace, picture, log, corpus

@@ -34,7 +34,8 @@ type Campaign struct {
 	// (a target's testdata/fuzz/<Target>), never written. A directory
 	// that does not exist is none.
 	Seeds []string
-	// Time is how long the campaign searches, its preparation included.
+	// Time is how long the campaign searches, its preparation included: no
+	// execution starts after it, and the one under way runs to its end.
 	// Zero: until ctx ends.
 	Time time.Duration
 	// Rand seeds the mutator. Zero: a random seed.
@@ -79,11 +80,10 @@ type entry struct {
 // could not be read); findings are in the Summary.
 func (c Campaign) Run(ctx context.Context, s fuzz.Scenario) (sum Summary, retErr error) {
 	began := time.Now()
-	if c.Time > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, began.Add(c.Time))
-		defer cancel()
-	}
+	// Time is checked between executions: the last one runs to its end
+	// (its budget at most), so that the campaign's end is never a harness
+	// error. ctx's end (an interrupt) cuts it short.
+	timeLeft := func() bool { return c.Time == 0 || time.Since(began) < c.Time }
 	target := c.Target
 	if target == "" {
 		target = "Fuzz" + s.Name
@@ -186,7 +186,7 @@ func (c Campaign) Run(ctx context.Context, s fuzz.Scenario) (sum Summary, retErr
 			el, sum.Executions, float64(sum.Executions)/max(1, el.Seconds()), sum.Interesting, len(corpus))
 		lastLine = time.Now()
 	}
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && timeLeft() {
 		var in entry
 		switch {
 		case len(queue) > 0:
@@ -205,7 +205,7 @@ func (c Campaign) Run(ctx context.Context, s fuzz.Scenario) (sum Summary, retErr
 		}
 		v := w.Judge(ctx, in.input, func() string { return in.origin })
 		if ctx.Err() != nil && v.Err != nil {
-			break // the campaign's end cut the execution short: not counted
+			break // an interrupt cut the execution short: not counted
 		}
 		sum.Executions++
 		if v.Err != nil {
