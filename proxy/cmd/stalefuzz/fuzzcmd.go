@@ -549,6 +549,11 @@ func runLong(ctx context.Context, rp *reaper.Reaper, stdout io.Writer, bin, work
 			if st != 0 && !c.searchOn {
 				cancel() // a finding (or a failure): the others end cleanly
 			}
+			if err != nil && lctx.Err() != nil && ctx.Err() == nil {
+				// Interrupted by this campaign at another's finding: a
+				// clean end (Wait reports the context's error).
+				err = nil
+			}
 			results <- ran{out, st, err}
 		}()
 	}

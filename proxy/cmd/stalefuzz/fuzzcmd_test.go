@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -548,4 +550,48 @@ func TestFuzzCommandLongTarget(t *testing.T) {
 		t.Errorf("no executions counted:\n%s", lastLines(out, 20))
 	}
 	t.Logf("%s", lastLines(out, 12))
+}
+
+// TestRunLongEndsTheOthersAtAFinding: of a long target's worker processes,
+// the first to end with a finding (exit 1) ends the others with an
+// interrupt, which they take as a clean end, unless the campaign searches
+// on. The processes here are a script: the first to take the lock finds
+// something after 0.5 s, the others wait for an interrupt (or 3 s).
+func TestRunLongEndsTheOthersAtAFinding(t *testing.T) {
+	for _, searchOn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("search-on=%v", searchOn), func(t *testing.T) {
+			dir := t.TempDir()
+			script := filepath.Join(dir, "worker.sh")
+			body := `#!/bin/sh
+trap 'echo interrupted; touch "` + dir + `/interrupted.$$"; exit 0' INT
+if mkdir "` + dir + `/lock" 2>/dev/null; then sleep 0.5; echo "found"; exit 1; fi
+i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
+echo "ran out"; exit 0
+`
+			if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			work, rp, err := workDir("stalefuzz-runlong-test-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rp.Stop()
+			start := time.Now()
+			c := campaign{workers: 3, duration: time.Minute, searchOn: searchOn}
+			var stdout bytes.Buffer
+			out, status, err := runLong(context.Background(), rp, &stdout, script, work, filepath.Join(work, "campaign"), c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			interrupted, _ := filepath.Glob(filepath.Join(dir, "interrupted.*"))
+			switch {
+			case status != 1 || !strings.Contains(out, "found"):
+				t.Errorf("status %d, want 1 (a finding); output:\n%s", status, out)
+			case !searchOn && (len(interrupted) != 2 || time.Since(start) > 2500*time.Millisecond):
+				t.Errorf("%d of the 2 other workers interrupted, after %v; want both, at once:\n%s", len(interrupted), time.Since(start), out)
+			case searchOn && len(interrupted) != 0:
+				t.Errorf("searching on, %d workers interrupted at another's finding; want none:\n%s", len(interrupted), out)
+			}
+		})
+	}
 }
