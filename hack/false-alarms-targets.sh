@@ -27,7 +27,8 @@ go build -o "$bin" ./proxy/cmd/stalefuzz || exit 2
 targets=(scenarios/pymirror/target.yaml scenarios/contention/target.yaml scenarios/kuberay/target.yaml
 	scenarios/fluxcd/target.yaml scenarios/kro/target.yaml scenarios/argorollouts/target.yaml
 	scenarios/certmanager/target.yaml scenarios/prometheusoperator/target.yaml scenarios/keda/target.yaml
-	scenarios/kcm/targets/job-gate-off.yaml scenarios/kcm/targets/job-gate-on.yaml scenarios/kcm/targets/deployment-scheduled.yaml)
+	scenarios/kcm/targets/job-gate-off.yaml scenarios/kcm/targets/job-gate-on.yaml scenarios/kcm/targets/deployment-scheduled.yaml
+	scenarios/kcm/targets/job-backoff.yaml)
 if [ -n "${FALSE_ALARMS_TARGETS:-}" ]; then
 	targets=()
 	for t in $FALSE_ALARMS_TARGETS; do
