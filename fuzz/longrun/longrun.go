@@ -38,6 +38,12 @@ type Campaign struct {
 	// execution starts after it, and the one under way runs to its end.
 	// Zero: until ctx ends.
 	Time time.Duration
+	// Share is this process's share of the inputs run before any mutation
+	// (the corpus and seed directories' entries, the seeds), when several
+	// processes run one campaign: the Kth of N (fuzz.Shard.Owns), the
+	// others run the rest; every process mutates from the whole corpus.
+	// Zero: all of them.
+	Share fuzz.Shard
 	// Rand seeds the mutator. Zero: a random seed.
 	Rand uint64
 	// Progress gets a line as each input proves interesting, and at least
@@ -115,6 +121,9 @@ func (c Campaign) Run(ctx context.Context, s fuzz.Scenario) (sum Summary, retErr
 	var queue []entry
 	queued := map[string]bool{}
 	enqueue := func(in []byte, origin string) {
+		if !c.Share.Owns(s, in) {
+			return // another process of the campaign runs it
+		}
 		if !queued[string(in)] {
 			queued[string(in)] = true
 			queue = append(queue, entry{in, origin})

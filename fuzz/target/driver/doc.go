@@ -35,7 +35,9 @@
 // (target.LongCampaign), which stalefuzz fuzz runs instead of FuzzTarget for
 // a target with a budget (executions longer than go test -fuzz allows an
 // input); STALEFUZZ_LONG_CORPUS names its corpus directory, shared by the
-// campaign's processes. Its seeds include testdata/fuzz/FuzzTarget.
+// campaign's processes, and STALEFUZZ_LONG_SHARE ("K/N") the share of the
+// seeds this process runs (longrun.Campaign.Share). Its seeds include
+// testdata/fuzz/FuzzTarget.
 //
 // STALEFUZZ_TRUTH_TABLE: with STALEFUZZ_TARGET, TestTruthTable runs the
 // target's truth table (target.MeasureTruthTable) with these options (a

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/longrun"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 )
@@ -33,8 +34,13 @@ func TestLongCampaign(t *testing.T) {
 	if err != nil {
 		t.Fatalf("STALEFUZZ_LONG_TIME=%q: %v", d, err)
 	}
+	share, err := fuzz.ParseShard(os.Getenv("STALEFUZZ_LONG_SHARE"))
+	if err != nil {
+		t.Fatalf("STALEFUZZ_LONG_SHARE: %v", err)
+	}
 	target.LongCampaign(t, path, longrun.Campaign{
 		Target:   "FuzzTarget",
+		Share:    share,
 		Corpus:   os.Getenv("STALEFUZZ_LONG_CORPUS"),
 		Seeds:    []string{filepath.Join("testdata", "fuzz", "FuzzTarget")},
 		Time:     dur,

@@ -520,7 +520,8 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 // that --corpus saves it as it saves go test -fuzz's), and starting from
 // work's testdata (where --corpus put its entries). Without --search-on, a
 // finding in one process ends the others, cleanly, as go test -fuzz ends a
-// campaign at its first. It returns their output and the highest exit
+// campaign at its first. Each process runs its share of the seeds
+// (STALEFUZZ_LONG_SHARE), and mutates from the whole corpus. It returns their output and the highest exit
 // status.
 func runLong(ctx context.Context, rp *reaper.Reaper, stdout io.Writer, bin, work, camp string, c campaign, env []string) (string, int, error) {
 	lctx, cancel := context.WithCancel(ctx)
@@ -535,7 +536,8 @@ func runLong(ctx context.Context, rp *reaper.Reaper, stdout io.Writer, bin, work
 		cmd := exec.CommandContext(lctx, bin, "-test.run=^TestLongCampaign$", "-test.timeout=0", "-test.count=1")
 		cmd.Dir = work
 		cmd.Env = append(append(os.Environ(), env...), "STALEFUZZ_LONG_TIME="+c.duration.String(),
-			"STALEFUZZ_LONG_CORPUS="+filepath.Join(work, ".fuzzcache", driverFn))
+			"STALEFUZZ_LONG_CORPUS="+filepath.Join(work, ".fuzzcache", driverFn),
+			fmt.Sprintf("STALEFUZZ_LONG_SHARE=%d/%d", i, c.workers)) // each runs its share of the seeds
 		if c.searchOn {
 			cmd.Env = append(cmd.Env, fuzz.SearchOnEnv+"=1")
 		}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -564,6 +565,7 @@ func TestRunLongEndsTheOthersAtAFinding(t *testing.T) {
 			script := filepath.Join(dir, "worker.sh")
 			body := `#!/bin/sh
 trap 'echo interrupted; touch "` + dir + `/interrupted.$$"; exit 0' INT
+echo "$STALEFUZZ_LONG_SHARE" >> "` + dir + `/shares"
 if mkdir "` + dir + `/lock" 2>/dev/null; then sleep 0.5; echo "found"; exit 1; fi
 i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
 echo "ran out"; exit 0
@@ -591,6 +593,13 @@ echo "ran out"; exit 0
 				t.Errorf("%d of the 2 other workers interrupted, after %v; want both, at once:\n%s", len(interrupted), time.Since(start), out)
 			case searchOn && len(interrupted) != 0:
 				t.Errorf("searching on, %d workers interrupted at another's finding; want none:\n%s", len(interrupted), out)
+			}
+			// Each runs its own share of the seeds.
+			b, _ := os.ReadFile(filepath.Join(dir, "shares"))
+			shares := strings.Fields(string(b))
+			slices.Sort(shares)
+			if !slices.Equal(shares, []string{"0/3", "1/3", "2/3"}) {
+				t.Errorf("the workers' shares of the seeds: %q, want 0/3, 1/3 and 2/3", shares)
 			}
 		})
 	}
