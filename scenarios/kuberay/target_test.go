@@ -210,6 +210,9 @@ func TestKubeRayLostHeadCreate(t *testing.T) {
 			if c.patch != "" {
 				tg.Controllers[0].Patches = append(tg.Controllers[0].Patches, target.SourcePatch{File: c.patch})
 			}
+			// The Env first: it prepares the (patched) operator, which
+			// Scenario needs built (on a fresh machine it is not yet).
+			e := envOf(t, tg)
 			sc, err := tg.Scenario()
 			if err != nil {
 				t.Fatal(err)
@@ -218,7 +221,6 @@ func TestKubeRayLostHeadCreate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := envOf(t, tg)
 			twoHeads := func(res *fuzz.Result) bool {
 				for _, v := range res.Violations {
 					if v.Oracle == "count" && strings.Count(v.Message, "raycluster-head") == 2 {
