@@ -10,7 +10,7 @@
 // patch, delete, wait, and node: Nodes that join, lose their kubelet, come
 // back and leave, NodeStep, package fuzz/nodes), the fault scope and the oracles (convergence by
 // kstatus, lost update, count safety and end state learned from reference
-// runs, crash, storm) and the fixtures it needs besides the apiserver (git
+// runs, crash, storm, and required workflow steps: Wait.Required) and the fixtures it needs besides the apiserver (git
 // repositories). A Target is the same declaration as a Go value; Scenario
 // turns it into a fuzz.Scenario that the engine runs like a hand-written one.
 //
@@ -46,7 +46,10 @@
 // ${port.NAME} a free port of its own, so that two workers' controllers
 // never share storage or a listener address. A wait that times out is
 // written to the execution's log and the workload goes on with its next
-// step: a wait paces the workload, the oracles judge the controllers. The
+// step: a wait paces the workload, the oracles judge the controllers. A
+// required one (Wait.Required) that timed out is judged again once the
+// run has settled: still unmet then is the oracle "stuck" (a
+// fuzz.Scenario.Checks entry), needing no reference run. The
 // Nodes node steps joined are deleted with their Leases when the execution
 // ends; a node step that fails (a resume of a running kubelet) makes the
 // execution a harness error.

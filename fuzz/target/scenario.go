@@ -133,11 +133,16 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 	// execution, as its namespace is.
 	s.Sweep = kinds(steps)
 	s.Start = func(ctx context.Context, x *fuzz.Exec) error { return t.start(ctx, x, procs) }
+	missed := &missedWaits{}
+	if slices.ContainsFunc(steps, func(s step) bool { return s.Wait != nil && s.Wait.Required }) {
+		s.Checks = append(s.Checks, missed.stuckOracle())
+	}
 	s.Drive = func(ctx context.Context, x *fuzz.Exec) error {
 		if err := t.startKubelet(ctx, x); err != nil {
 			return err
 		}
-		x.After(0, "workload", func(ctx context.Context) error { return runSteps(ctx, x, t.Knobs, steps) })
+		missed.track(x)
+		x.After(0, "workload", func(ctx context.Context) error { return runSteps(ctx, x, t.Knobs, steps, missed) })
 		return nil
 	}
 	return s, nil

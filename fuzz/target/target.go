@@ -291,6 +291,18 @@ type Wait struct {
 	Value    string `yaml:"value"`
 	Current  bool   `yaml:"current"`
 	Timeout  string `yaml:"timeout"`
+	// Required makes the step one the user's workflow must reach (a
+	// pipeline that promotes, then waits for the rollout to finish, and
+	// fails at its deadline). A wait that timed out is judged once the
+	// run has settled: if the object still does not show the value then,
+	// with nothing in flight and nothing written for the quiet period,
+	// the run violates the oracle "stuck" (the workflow stopped short
+	// though its controllers had nothing left to do). Reached late, or
+	// a run that never settled (a slow machine, a controller still at
+	// work), is not a violation. This oracle needs no reference run, so
+	// it also judges a bug that every no-fault run has. Zero: the wait
+	// only paces the workload.
+	Required bool `yaml:"required"`
 }
 
 // Fixtures are services the controllers use besides the apiserver.

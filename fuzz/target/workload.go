@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/nodes"
+	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
 // step is a Step with its files read.
@@ -77,7 +79,7 @@ func kinds(steps []step) []schema.GroupVersionKind {
 }
 
 // runSteps performs the workload in order, each step at its time.
-func runSteps(ctx context.Context, x *fuzz.Exec, knobs []Knob, steps []step) error {
+func runSteps(ctx context.Context, x *fuzz.Exec, knobs []Knob, steps []step, missed *missedWaits) error {
 	sub := func(s string) string { return substitute(x, knobs, s) }
 	var fleet *nodes.Fleet // made at the first node step
 	for i, s := range steps {
@@ -106,7 +108,7 @@ func runSteps(ctx context.Context, x *fuzz.Exec, knobs []Knob, steps []step) err
 				err = nil
 			}
 		case s.Wait != nil:
-			err = wait(ctx, x, s.Wait, sub)
+			err = wait(ctx, x, s.Wait, sub, missed)
 		case s.Node != nil:
 			if fleet == nil {
 				fleet = startFleet(x)
@@ -230,66 +232,164 @@ func applyBody(body []byte, u *unstructured.Unstructured) ([]byte, error) {
 }
 
 // wait polls the object until it exists and the value at JSONPath is Value.
-func wait(ctx context.Context, x *fuzz.Exec, w *Wait, sub func(string) string) error {
-	u := object(w.Object, sub)
-	if err := namespaced(x, u); err != nil {
+// A required wait that times out is handed to missed, for the stuck oracle.
+func wait(ctx context.Context, x *fuzz.Exec, w *Wait, sub func(string) string, missed *missedWaits) error {
+	c, err := newCondition(x, w, sub)
+	if err != nil {
 		return err
 	}
 	timeout := defaultWaitTimeout
 	if w.Timeout != "" {
 		timeout, _ = parseDuration(w.Timeout) // validated
 	}
-	var jp *jsonpath.JSONPath
-	if w.JSONPath != "" {
-		jp = jsonpath.New("wait").AllowMissingKeys(true)
-		if err := jp.Parse(w.JSONPath); err != nil {
-			return fmt.Errorf("wait for %s %s: jsonPath %q: %w", u.GetKind(), u.GetName(), w.JSONPath, err)
-		}
-	}
-	want := sub(w.Value)
-	deadline := time.Now().Add(timeout)
-	last := "absent"
+	started := time.Now()
+	deadline := started.Add(timeout)
 	for {
-		cur := &unstructured.Unstructured{}
-		cur.SetGroupVersionKind(u.GroupVersionKind())
-		err := x.Direct.Get(ctx, client.ObjectKeyFromObject(u), cur)
-		switch {
-		case err == nil && w.Current:
-			r, err := kstatus.Compute(cur)
-			if err != nil {
-				return fmt.Errorf("wait for %s %s: kstatus: %w", u.GetKind(), u.GetName(), err)
-			}
-			if r.Status == kstatus.CurrentStatus {
-				return nil
-			}
-			last = fmt.Sprintf("%s (%s)", r.Status, r.Message)
-		case err == nil && jp == nil:
-			return nil
-		case err == nil:
-			var b bytes.Buffer
-			if err := jp.Execute(&b, cur.Object); err != nil {
-				return fmt.Errorf("wait for %s %s: jsonPath %q: %w", u.GetKind(), u.GetName(), w.JSONPath, err)
-			}
-			if b.String() == want {
-				return nil
-			}
-			last = fmt.Sprintf("%q", b.String())
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("wait for %s %s: %w", u.GetKind(), u.GetName(), err)
+		met, last, err := c.met(ctx, x)
+		if err != nil || met {
+			return err
 		}
 		if time.Now().After(deadline) {
 			// A wait paces the workload; the oracles judge the controllers.
-			what := fmt.Sprintf("%s = %q", w.JSONPath, want)
-			if w.Current {
-				what = "kstatus Current"
+			x.Logf("workload", "wait for %s: %v after %v (last: %s); going on with the next step", c, errTimeout, timeout, last)
+			if w.Required {
+				missed.add(x, missedWait{cond: c, since: started.Sub(x.Mark()), timeout: timeout})
 			}
-			x.Logf("workload", "wait for %s %s %s: %v after %v (last: %s); going on with the next step", u.GetKind(), u.GetName(), what, errTimeout, timeout, last)
 			return nil
 		}
 		if err := sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
 			return err
 		}
 	}
+}
+
+// condition is what a wait waits for, its knob references replaced.
+type condition struct {
+	u    *unstructured.Unstructured
+	jp   *jsonpath.JSONPath // nil: the object's existence (or Current)
+	path string
+	want string
+	cur  bool // kstatus Current
+}
+
+func newCondition(x *fuzz.Exec, w *Wait, sub func(string) string) (*condition, error) {
+	u := object(w.Object, sub)
+	if err := namespaced(x, u); err != nil {
+		return nil, err
+	}
+	c := &condition{u: u, path: w.JSONPath, want: sub(w.Value), cur: w.Current}
+	if w.JSONPath != "" {
+		c.jp = jsonpath.New("wait").AllowMissingKeys(true)
+		if err := c.jp.Parse(w.JSONPath); err != nil {
+			return nil, fmt.Errorf("wait for %s %s: jsonPath %q: %w", u.GetKind(), u.GetName(), w.JSONPath, err)
+		}
+	}
+	return c, nil
+}
+
+// String is the condition in words: "Rollout bg {.status.replicas} = "2"".
+func (c *condition) String() string {
+	what := fmt.Sprintf("%s = %q", c.path, c.want)
+	if c.cur {
+		what = "kstatus Current"
+	}
+	if c.jp == nil && !c.cur {
+		what = "exists"
+	}
+	return fmt.Sprintf("%s %s %s", c.u.GetKind(), c.u.GetName(), what)
+}
+
+// met reads the object from the apiserver: whether it shows the condition,
+// and if not, what it shows instead.
+func (c *condition) met(ctx context.Context, x *fuzz.Exec) (bool, string, error) {
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(c.u.GroupVersionKind())
+	err := x.Direct.Get(ctx, client.ObjectKeyFromObject(c.u), cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, "absent", nil
+	case err != nil:
+		return false, "", fmt.Errorf("wait for %s %s: %w", c.u.GetKind(), c.u.GetName(), err)
+	case c.cur:
+		r, err := kstatus.Compute(cur)
+		if err != nil {
+			return false, "", fmt.Errorf("wait for %s %s: kstatus: %w", c.u.GetKind(), c.u.GetName(), err)
+		}
+		return r.Status == kstatus.CurrentStatus, fmt.Sprintf("%s (%s)", r.Status, r.Message), nil
+	case c.jp == nil:
+		return true, "", nil
+	}
+	var b bytes.Buffer
+	if err := c.jp.Execute(&b, cur.Object); err != nil {
+		return false, "", fmt.Errorf("wait for %s %s: jsonPath %q: %w", c.u.GetKind(), c.u.GetName(), c.path, err)
+	}
+	return b.String() == c.want, fmt.Sprintf("%q", b.String()), nil
+}
+
+// missedWait is a required wait that timed out.
+type missedWait struct {
+	cond    *condition
+	since   time.Duration // when the wait began, after the mark
+	timeout time.Duration
+}
+
+// missedWaits are, per execution, its required waits that timed out,
+// until the stuck oracle judges them (or the execution ends unjudged).
+type missedWaits struct {
+	mu sync.Mutex
+	m  map[*fuzz.Exec][]missedWait
+}
+
+// track forgets x's missed waits when its execution ends, judged or not.
+func (m *missedWaits) track(x *fuzz.Exec) {
+	x.Go("required waits", func(ctx context.Context) error {
+		<-ctx.Done()
+		m.take(x)
+		return nil
+	})
+}
+
+func (m *missedWaits) add(x *fuzz.Exec, w missedWait) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[*fuzz.Exec][]missedWait{}
+	}
+	m.m[x] = append(m.m[x], w)
+}
+
+func (m *missedWaits) take(x *fuzz.Exec) []missedWait {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.m[x]
+	delete(m.m, x)
+	return w
+}
+
+// stuckOracle judges the required waits that timed out: a run that settled
+// with one still unmet stopped short of its workflow. A run that never
+// settled says nothing (its controllers may still have been at work).
+func (m *missedWaits) stuckOracle() fuzz.Check {
+	return fuzz.Check{Name: "stuck", Fn: func(ctx context.Context, x *fuzz.Exec, _ trace.Trace) error {
+		missed := m.take(x)
+		if len(missed) == 0 || !x.Settled() {
+			return nil
+		}
+		var problems []string
+		for _, w := range missed {
+			met, last, err := w.cond.met(ctx, x)
+			if err != nil {
+				return &fuzz.HarnessError{Err: fmt.Errorf("stuck oracle: %w", err)}
+			}
+			if !met {
+				problems = append(problems, fmt.Sprintf("%s: not reached (the workload's wait from t+%.2fs gave up after %v; still %s once the run settled)", w.cond, w.since.Seconds(), w.timeout, last))
+			}
+		}
+		if len(problems) == 0 {
+			return nil
+		}
+		return fmt.Errorf("the workflow stopped short of a required step though its controllers had nothing left to do (no writes for the quiet period, nothing held): %s", strings.Join(problems, "; "))
+	}}
 }
 
 // startFleet makes the kubelet stand-ins of the workload's Nodes and runs

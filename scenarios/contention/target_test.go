@@ -340,3 +340,61 @@ func TestAPIServerAsShipped(t *testing.T) {
 		})
 	}
 }
+
+// TestRequiredWait: a required wait (target.Wait.Required) that timed out
+// is judged once the run has settled, against the real apiserver. The
+// controller finishes the Rollout's 3 steps (status.plan.done = 3). A
+// required wait for 3 that gives up after 1 ms, before the controller got
+// there, is not a violation: the Rollout shows 3 by the time the run is
+// judged. A required wait for 4 is the oracle "stuck", naming the object,
+// the path, and what it showed. A wait that is not required (for 4, in
+// every run) never is.
+func TestRequiredWait(t *testing.T) {
+	tg, err := target.Load("target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Knobs = append(tg.Knobs, target.Knob{Name: "want", Values: []string{"3", "4"}})
+	done := func(want, timeout string, required bool) target.Step {
+		return target.Step{Wait: &target.Wait{Object: target.Object{APIVersion: "contention.stalefuzz.dev/v1", Kind: "Rollout", Name: contention.Object},
+			JSONPath: "{.status.plan.done}", Value: want, Timeout: timeout, Required: required}}
+	}
+	tg.Workload = append(tg.Workload, done("3", "1ms", true), done("${want}", "3s", true), done("4", "500ms", false))
+	env := target.StartEnv(t, tg)
+	const optimistic = 1
+	for _, c := range []struct {
+		name  string
+		want  int // knob index
+		stuck bool
+	}{{"reached", 0, false}, {"never reached", 1, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"write": optimistic, "want": c.want}}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			gaveUp := false
+			for _, l := range res.Logs.Lines {
+				gaveUp = gaveUp || l.Client == "workload" && strings.Contains(l.Text, `{.status.plan.done} = "3": timed out after 1ms`)
+			}
+			if !gaveUp {
+				t.Errorf("schedule %s: the 1 ms wait for 3 did not time out, so the run does not show a required wait reached late", sched)
+			}
+			var stuck []string
+			for _, v := range res.Violations {
+				if v.Oracle == "stuck" {
+					stuck = append(stuck, v.Message)
+				}
+			}
+			if got := len(stuck) > 0; got != c.stuck {
+				t.Fatalf("schedule %s: stuck %v, want %v; violations %v", sched, got, c.stuck, res.Violations)
+			}
+			if !c.stuck {
+				return
+			}
+			if m := stuck[0]; !strings.Contains(m, `Rollout `+contention.Object+` {.status.plan.done} = "4": not reached`) || !strings.Contains(m, `still "3"`) || strings.Contains(m, `= "3"`) {
+				t.Errorf("stuck violation %q: want the required wait for 4 alone, with the value it had", m)
+			}
+		})
+	}
+}
