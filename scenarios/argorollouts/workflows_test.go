@@ -1,0 +1,133 @@
+package argorollouts_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/target"
+)
+
+// The canary's pod-template hashes: version 2 (the one abandoned in
+// flight) and version 3 (targets/workflows.yaml waits for it). Argo
+// Rollouts computes them from the pod template alone, so they are the same
+// in every execution.
+const (
+	canaryV2 = "6cdd676f5f"
+	canaryV3 = "8574dcb5d8"
+)
+
+// TestWorkflowsTargetFile runs targets/workflows.yaml without faults,
+// promote and abort, and checks that each run went through the workflow
+// the target exists for: every wait met (none timed out); the pre-promotion
+// and the canary step's AnalysisRuns each ran a Job; version 3 pushed while
+// version 2's analysis ran, which the controller abandoned (its run
+// terminated) for version 3's (Successful); and the blue-green scale-down
+// delay (3 s) reached: a ReplicaSet given its scale-down deadline, then
+// scaled to 0 by the controller at least 2.5 s later.
+func TestWorkflowsTargetFile(t *testing.T) {
+	tg, err := target.Load("targets/workflows.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := target.StartEnv(t, tg)
+	for _, c := range []struct {
+		name   string
+		action int
+	}{{"promote", 0}, {"abort", 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			sched := fuzz.Schedule{Knobs: map[string]int{"action": c.action}}
+			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+			if err != nil {
+				t.Fatalf("schedule %s: %v", sched, err)
+			}
+			if len(res.Violations) > 0 {
+				t.Errorf("schedule %s: violations in a run without faults:\n%s", sched, res.Report())
+			}
+			for _, l := range res.Logs.Lines {
+				if l.Client == "workload" && strings.Contains(l.Text, "timed out") {
+					t.Errorf("a workload step did not happen in time: %s", l.Text)
+				}
+			}
+			w := readWorkflow(res)
+			pre := "bg-54f999fd4d-2-pre"
+			v2, v3 := "canary-"+canaryV2+"-2-1", "canary-"+canaryV3+"-3-1"
+			for _, run := range []string{pre, v2, v3} {
+				if !w.runs[run] {
+					t.Errorf("AnalysisRun %s never created (created: %v)", run, w.runs)
+				}
+			}
+			if w.jobs < 3 {
+				t.Errorf("%d analysis Jobs created, want one per AnalysisRun (3)", w.jobs)
+			}
+			if p := w.phase[pre]; p != "Successful" {
+				t.Errorf("AnalysisRun %s ended %q, want Successful", pre, p)
+			}
+			if p := w.phase[v3]; p != "Successful" {
+				t.Errorf("AnalysisRun %s (version 3) ended %q, want Successful", v3, p)
+			}
+			if !w.terminated[v2] {
+				t.Errorf("AnalysisRun %s (version 2, abandoned in flight) never terminated by the controller (it ended %q)", v2, w.phase[v2])
+			}
+			if len(w.delays) == 0 {
+				t.Errorf("no blue-green ReplicaSet scaled down after its scale-down deadline (deadlines set on %v)", w.deadline)
+			}
+			for rs, d := range w.delays {
+				if d < 2500*time.Millisecond {
+					t.Errorf("ReplicaSet %s scaled down %v after its scale-down deadline was set, want about 3 s", rs, d)
+				}
+			}
+			t.Logf("schedule %s: %v; analysis runs %v; scale-down after %v", sched, res.Elapsed.Round(100*time.Millisecond), w.phase, w.delays)
+		})
+	}
+}
+
+// workflow is what the controller did in a run, read from its trace.
+type workflow struct {
+	runs       map[string]bool   // AnalysisRuns created
+	terminated map[string]bool   // AnalysisRuns the controller set spec.terminate on
+	phase      map[string]string // each AnalysisRun's last phase written
+	jobs       int               // analysis Jobs created
+	deadline   map[string]time.Time
+	delays     map[string]time.Duration // per blue-green ReplicaSet: deadline set to scaled to 0
+}
+
+func readWorkflow(res *fuzz.Result) workflow {
+	w := workflow{runs: map[string]bool{}, terminated: map[string]bool{}, phase: map[string]string{}, deadline: map[string]time.Time{}, delays: map[string]time.Duration{}}
+	value := map[string]string{} // each ReplicaSet's scale-down deadline
+	for _, r := range res.Trace.Requests {
+		if r.Client != "argo-rollouts" || r.Code >= 300 || r.DryRun {
+			continue
+		}
+		switch {
+		case r.Resource == "analysisruns" && r.Verb == "create":
+			w.runs[r.Name] = true
+		case r.Resource == "jobs" && r.Verb == "create":
+			w.jobs++
+		}
+		if r.Write == nil {
+			continue
+		}
+		if r.Resource == "analysisruns" {
+			if p := strings.Trim(r.Write.Set["status.phase"], `"`); p != "" {
+				w.phase[r.Name] = p
+			}
+			if r.Write.Set["spec.terminate"] == "true" {
+				w.terminated[r.Name] = true
+			}
+		}
+		if r.Resource == "replicasets" && strings.HasPrefix(r.Name, "bg-") {
+			// An update carries the annotation on: the deadline counts
+			// from the write that first set its value.
+			if v, ok := r.Write.Set["metadata.annotations.scale-down-deadline"]; ok && v != "null" && v != `""` && v != value[r.Name] {
+				w.deadline[r.Name], value[r.Name] = r.Start, v
+			}
+			if at, ok := w.deadline[r.Name]; ok && r.Write.Set["spec.replicas"] == "0" {
+				w.delays[r.Name] = r.Start.Sub(at)
+			}
+		}
+	}
+	return w
+}
