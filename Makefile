@@ -78,7 +78,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-nodezones truth-table-kuberay
+.PHONY: recall recall-argo truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-nodezones truth-table-kuberay
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -140,6 +140,15 @@ truth-table-kuberay: assets ## KubeRay's truth table (each realistic fault patte
 TARGET ?= scenarios/pymirror/target.yaml
 fuzz-target: assets ## a campaign (FUZZTIME) on a target file (TARGET, default the Python example scenarios/pymirror/target.yaml) with the stalefuzz command, as a controller author runs it
 	$(GO) run ./proxy/cmd/stalefuzz fuzz $(TARGET) --time $(FUZZTIME)
+
+RECALL_RUNS ?= 5
+RECALL_TIME ?= 10m
+recall: assets ## the recall method of issue 31 on a target file (TARGET) at another release (VERSION, e.g. v1.9.1): a copy with its pinned versions replaced, RECALL_RUNS (5) campaigns of RECALL_TIME (10m) from an empty corpus, each to its first finding (RECALL_FLAGS=--search-on for all); prints the table's figures (hack/recall.sh)
+	@hack/recall.sh $(TARGET) $(VERSION) $(RECALL_RUNS) $(RECALL_TIME)
+
+recall-argo: ## Argo Rollouts' positive control, argo-rollouts#4073 at v1.9.1 and v1.10.2 with the workflows target (scenarios/argorollouts/README.md, "Recall")
+	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.9.1
+	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.10.2
 
 TRUTH_TABLE_RUNS ?= 2
 TRUTH_TABLE_SETTINGS ?= 0

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# recall.sh TARGET VERSION [RUNS] [TIME]: the recall method of issue 31
+# (scenarios/recall-plan.md) on one target file: a copy of TARGET beside it
+# with every pinned "@vX.Y.Z" of its controllers and CRDs replaced by
+# "@VERSION" (.stalefuzz-composed-recall-VERSION.yaml, gitignored, removed
+# at the end), then RUNS (default 5) campaigns of TIME (default 10m), one
+# worker each, each from an empty corpus and ending at its first finding.
+# Prints, per campaign, the first finding's time, violation and replay
+# command, then how many campaigns found one. Findings go to
+# RECALL_OUT/VERSION-N (default $TMPDIR/stalefuzz-recall/<target>). Extra
+# arguments for stalefuzz fuzz (--search-on, --patch NAME=FILE) go in
+# RECALL_FLAGS. The target's known findings stay as the file has them:
+# remove them from a copy first when the method asks for it.
+set -uo pipefail
+[ $# -ge 2 ] || { echo "usage: hack/recall.sh TARGET VERSION [RUNS] [TIME]" >&2; exit 2; }
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$here/.."
+target=$1 version=$2 runs=${3:-5} time=${4:-10m}
+[ -f "$target" ] || { echo "recall: $target: no such target file" >&2; exit 2; }
+name=$(basename "$(dirname "$target")")-$(basename "$target" .yaml)
+out=${RECALL_OUT:-${TMPDIR:-/tmp}/stalefuzz-recall/$name}
+copy=$(dirname "$target")/.stalefuzz-composed-recall-$version.yaml
+trap 'rm -f "$copy"' EXIT
+sed -E "s/@v[0-9]+\.[0-9]+\.[0-9]+([-.][0-9A-Za-z.]+)?/@$version/g" "$target" > "$copy"
+grep -q "@$version" "$copy" || { echo "recall: $target pins no @vX.Y.Z version to replace" >&2; exit 2; }
+bin=$out/stalefuzz
+mkdir -p "$out"
+go build -o "$bin" ./proxy/cmd/stalefuzz || exit 2
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+found=0
+for i in $(seq 1 "$runs"); do
+	dir=$out/$version-$i
+	rm -rf "$dir"
+	log=$out/$version-$i.txt
+	# shellcheck disable=SC2086 # RECALL_FLAGS is a list of flags
+	"$bin" fuzz "$copy" --time "$time" --workers 1 --findings "$dir" ${RECALL_FLAGS:-} >"$log" 2>&1
+	first=$(grep -m1 -E '^result: FINDING' "$log")
+	if [ -n "$first" ]; then
+		found=$((found + 1))
+		echo "campaign $i: $first"
+		grep -m1 -E '^\s+(violation:|\[)' "$log" | sed 's/^/  /'
+		grep -m1 -E 'stalefuzz replay ' "$log" | sed 's/^/  /'
+	else
+		echo "campaign $i: $(grep -m1 -E '^result:' "$log" || echo 'no result line: see '"$log")"
+	fi
+	grep -m1 -E '^figures: [0-9]+ executions' "$log" | sed 's/^/  /'
+done
+echo "recall $target at $version: found in $found of $runs campaigns of $time (logs and findings in $out)"
