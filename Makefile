@@ -36,6 +36,7 @@ KEDA_STATUS_TEST = github.com/kedacore/keda/v2@v2.21.0 pkg/scaling scenarios/ked
 CERTMANAGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/keymanager scenarios/certmanager/testdata/upstream/keymanager_status_conflict_test.go
 PROMOP_TEST = github.com/prometheus-operator/prometheus-operator@v0.93.0 pkg/operator scenarios/prometheusoperator/testdata/upstream/resource_reconciler_tombstone_test.go
 CERTMANAGER_TRIGGER_TEST = github.com/cert-manager/cert-manager@v1.21.2 pkg/controller/certificates/trigger scenarios/certmanager/testdata/upstream/trigger_secret_cache_behind_test.go
+ARGO_JOB_TEST = github.com/argoproj/argo-rollouts@v1.10.2 metricproviders/job scenarios/argorollouts/testdata/upstream/job_resume_cache_behind_test.go
 NODELIFECYCLE_TEST = --published v0.37.1 k8s.io/kubernetes@v1.37.1 pkg/controller/nodelifecycle scenarios/kcm/testdata/upstream/node_lifecycle_lease_written_test.go
 upstream-tests: assets ## each new finding's test in its project's own style, run inside the release's module: it must fail at the release and pass with the fix (minutes: a build per project)
 	$(UPSTREAM) --expect fail $(KUBERAY_TEST) -run 'TestReconcile_HeadPodCreateAnswerLost/generated'
@@ -66,6 +67,10 @@ upstream-tests: assets ## each new finding's test in its project's own style, ru
 	$(UPSTREAM) --expect fail $(NODELIFECYCLE_TEST) -run 'TestMonitorNodeHealthLeaseWrittenWithoutRenewal'
 	@# With the fix, the package's every test: the circuit breaker's own included.
 	$(UPSTREAM) --expect pass --patch scenarios/kcm/fix/compare-cached-lease.patch $(NODELIFECYCLE_TEST)
+	@# Argo Rollouts v1.10.2's go.mod asks for go 1.26.10: GOTOOLCHAIN=auto fetches it.
+	GOTOOLCHAIN=auto $(UPSTREAM) --expect fail $(ARGO_JOB_TEST) -run 'TestResumeJobNotYetInInformer'
+	@# With the fix, the package's every test.
+	GOTOOLCHAIN=auto $(UPSTREAM) --expect pass --patch scenarios/argorollouts/fix/job-resume-live-get.patch $(ARGO_JOB_TEST)
 	@echo "upstream-tests: every finding's test fails at its release, and passes with its fix where one is built"
 
 TRACE_MEMORY_FOR ?= 30m
