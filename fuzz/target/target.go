@@ -299,8 +299,13 @@ type Wait struct {
 	// the run violates the oracle "stuck" (the workflow stopped short
 	// though its controllers had nothing left to do). Reached late, or
 	// a run that never settled (a slow machine, a controller still at
-	// work), is not a violation. This oracle needs no reference run, so
-	// it also judges a bug that every no-fault run has. Zero: the wait
+	// work), is not a violation; nor is a required wait after another
+	// wait of the run that timed out: the workload went on without what
+	// that one waited for (a promote sent before the pause it was meant
+	// for), which no user's workflow does. This oracle needs no reference
+	// run, so it also judges a bug that every no-fault run has. Give it a
+	// condition that holds once reached (a phase at the end, a count after
+	// a scale-down), not one the workflow passes through. Zero: the wait
 	// only paces the workload.
 	Required bool `yaml:"required"`
 }

@@ -255,6 +255,7 @@ func wait(ctx context.Context, x *fuzz.Exec, w *Wait, sub func(string) string, m
 			if w.Required {
 				missed.add(x, missedWait{cond: c, since: started.Sub(x.Mark()), timeout: timeout})
 			}
+			missed.diverge(x, c)
 			return nil
 		}
 		if err := sleepUntil(ctx, time.Now().Add(50*time.Millisecond)); err != nil {
@@ -334,10 +335,27 @@ type missedWait struct {
 }
 
 // missedWaits are, per execution, its required waits that timed out,
-// until the stuck oracle judges them (or the execution ends unjudged).
+// until the stuck oracle judges them (or the execution ends unjudged), and
+// the first wait of any kind that timed out. After that one the workload
+// went on without what it waited for (a promote sent before the pause it
+// was meant for), which no user's workflow does: a required wait after it
+// is not judged.
 type missedWaits struct {
-	mu sync.Mutex
-	m  map[*fuzz.Exec][]missedWait
+	mu       sync.Mutex
+	m        map[*fuzz.Exec][]missedWait
+	diverged map[*fuzz.Exec]*condition
+}
+
+// diverge records c as x's first wait that timed out, unless there was one.
+func (m *missedWaits) diverge(x *fuzz.Exec, c *condition) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.diverged == nil {
+		m.diverged = map[*fuzz.Exec]*condition{}
+	}
+	if _, ok := m.diverged[x]; !ok {
+		m.diverged[x] = c
+	}
 }
 
 // track forgets x's missed waits when its execution ends, judged or not.
@@ -352,6 +370,10 @@ func (m *missedWaits) track(x *fuzz.Exec) {
 func (m *missedWaits) add(x *fuzz.Exec, w missedWait) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if first, ok := m.diverged[x]; ok {
+		x.Logf("workload", "required wait for %s not judged: the workflow went on after the wait for %s gave up", w.cond, first)
+		return
+	}
 	if m.m == nil {
 		m.m = map[*fuzz.Exec][]missedWait{}
 	}
@@ -363,6 +385,7 @@ func (m *missedWaits) take(x *fuzz.Exec) []missedWait {
 	defer m.mu.Unlock()
 	w := m.m[x]
 	delete(m.m, x)
+	delete(m.diverged, x)
 	return w
 }
 

@@ -343,42 +343,47 @@ func TestAPIServerAsShipped(t *testing.T) {
 
 // TestRequiredWait: a required wait (target.Wait.Required) that timed out
 // is judged once the run has settled, against the real apiserver. The
-// controller finishes the Rollout's 3 steps (status.plan.done = 3). A
-// required wait for 3 that gives up after 1 ms, before the controller got
-// there, is not a violation: the Rollout shows 3 by the time the run is
-// judged. A required wait for 4 is the oracle "stuck", naming the object,
-// the path, and what it showed. A wait that is not required (for 4, in
-// every run) never is.
+// controller finishes the Rollout's 3 steps (status.plan.done = 3).
+//   - A wait for 3 that gives up after 1 ms, before the controller got
+//     there, then a wait for 5, which never comes: no violation. The first
+//     is met by the time the run is judged, and the second comes after a
+//     wait that gave up, so the workload had already gone on without what
+//     it waited for: it is not judged.
+//   - A wait for 4 within 3 s, then the wait for 5: the oracle "stuck"
+//     names the wait for 4 alone, with the value the Rollout had.
 func TestRequiredWait(t *testing.T) {
-	tg, err := target.Load("target.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg.Knobs = append(tg.Knobs, target.Knob{Name: "want", Values: []string{"3", "4"}})
-	done := func(want, timeout string, required bool) target.Step {
+	done := func(want, timeout string) target.Step {
 		return target.Step{Wait: &target.Wait{Object: target.Object{APIVersion: "contention.stalefuzz.dev/v1", Kind: "Rollout", Name: contention.Object},
-			JSONPath: "{.status.plan.done}", Value: want, Timeout: timeout, Required: required}}
+			JSONPath: "{.status.plan.done}", Value: want, Timeout: timeout, Required: true}}
 	}
-	tg.Workload = append(tg.Workload, done("3", "1ms", true), done("${want}", "3s", true), done("4", "500ms", false))
-	env := target.StartEnv(t, tg)
-	const optimistic = 1
 	for _, c := range []struct {
 		name  string
-		want  int // knob index
+		steps []target.Step
 		stuck bool
-	}{{"reached", 0, false}, {"never reached", 1, true}} {
+	}{
+		{"reached late, then not judged", []target.Step{done("3", "1ms"), done("5", "300ms")}, false},
+		{"never reached", []target.Step{done("4", "3s"), done("5", "300ms")}, true},
+	} {
 		t.Run(c.name, func(t *testing.T) {
-			sched := fuzz.Schedule{Knobs: map[string]int{"write": optimistic, "want": c.want}}
+			tg, err := target.Load("target.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg.Workload = append(tg.Workload, c.steps...)
+			env := target.StartEnv(t, tg)
+			const optimistic = 1
+			sched := fuzz.Schedule{Knobs: map[string]int{"write": optimistic}}
 			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
 			if err != nil {
 				t.Fatalf("schedule %s: %v", sched, err)
 			}
-			gaveUp := false
+			gaveUp, skipped := false, false
 			for _, l := range res.Logs.Lines {
 				gaveUp = gaveUp || l.Client == "workload" && strings.Contains(l.Text, `{.status.plan.done} = "3": timed out after 1ms`)
+				skipped = skipped || l.Client == "workload" && strings.Contains(l.Text, `= "5" not judged: the workflow went on after the wait for`)
 			}
-			if !gaveUp {
-				t.Errorf("schedule %s: the 1 ms wait for 3 did not time out, so the run does not show a required wait reached late", sched)
+			if !skipped || !c.stuck && !gaveUp {
+				t.Errorf("schedule %s: the 1 ms wait gave up %v, the wait for 5 not judged %v: the run does not show what it is for", sched, gaveUp, skipped)
 			}
 			var stuck []string
 			for _, v := range res.Violations {
@@ -392,7 +397,7 @@ func TestRequiredWait(t *testing.T) {
 			if !c.stuck {
 				return
 			}
-			if m := stuck[0]; !strings.Contains(m, `Rollout `+contention.Object+` {.status.plan.done} = "4": not reached`) || !strings.Contains(m, `still "3"`) || strings.Contains(m, `= "3"`) {
+			if m := stuck[0]; !strings.Contains(m, `Rollout `+contention.Object+` {.status.plan.done} = "4": not reached`) || !strings.Contains(m, `still "3"`) || strings.Contains(m, `= "5"`) {
 				t.Errorf("stuck violation %q: want the required wait for 4 alone, with the value it had", m)
 			}
 		})
