@@ -196,8 +196,9 @@ type Scenario struct {
 	// faults were over, its controllers kept writing and got nowhere (the
 	// convergence oracle's noProgress: writes that meet 409, fail or change
 	// nothing, and none or fewer that change an object) or went round in
-	// circles (a field of one object set back to a value it had held, by
-	// successful writes, StormFlaps times), while the two no-fault
+	// circles (a field of one object set back to the value it held just
+	// before the last, a → b → a, by successful writes, StormFlaps times),
+	// while the two no-fault
 	// reference runs of the same knob settings settled. Writes that got
 	// nowhere count only when the settle budget ran out at least Quiet
 	// after the last write that changed an object: otherwise the budget,

@@ -10,9 +10,9 @@ import (
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
-// StormFlaps is how many times a field must be set back to a value it had
-// held since the faults were over for the storm oracle to call the writes a
-// circle: three returns are A B A B A, two writers or one confused one
+// StormFlaps is how many times a field must be set back to the value it
+// held just before the last, since the faults were over, for the storm
+// oracle to call the writes a circle: three returns are A B A B A, two writers or one confused one
 // undoing each other, which no healthy controller does once its caches are
 // current.
 const StormFlaps = 3
@@ -53,8 +53,9 @@ func writersSince(tr trace.Trace, since time.Time) []string {
 }
 
 // flapping finds a field of one object that successful writes from since
-// on set back to a value it had held StormFlaps times or more, the last of
-// them a return, and describes it.
+// on set back StormFlaps times or more to the value it held just before
+// the last (a → b → a → b), the last write one of those returns, and
+// describes it.
 func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 	type field struct {
 		obj  trace.Object
@@ -84,11 +85,18 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 				hs[f] = h
 				order = append(order, f)
 			}
-			if n := len(h.values); n > 0 && h.values[n-1] == v {
+			n := len(h.values)
+			if n > 0 && h.values[n-1] == v {
 				continue
 			}
-			h.lastNew = !slices.Contains(h.values, v)
-			if !h.lastNew {
+			// A return is a flap, set back to the value just before
+			// the last (a → b → a). A value held longer ago is not:
+			// a Rollout's second version walks the steps its first
+			// walked (currentStepIndex 0, 1, 2, ... again; Argo
+			// Rollouts' workflows target, two campaigns' false alarms).
+			back := n >= 2 && h.values[n-2] == v
+			h.lastNew = !back
+			if back {
 				h.returns++
 			}
 			h.values = append(h.values, v)

@@ -44,6 +44,7 @@ func TestStormJudgesOnlyWhatGetsNowhere(t *testing.T) {
 		{"a circle that ended on a new value", []string{"x", "y", "a", "b", "a", "b", "a", "c"}, ""},
 		{"a circle that went on after a new value", []string{"x", "y", "a", "b", "a", "b", "a", "c", "a"}, "spec.x was set back to a value it had held 4 times"},
 		{"a slow controller's progress", []string{"a", "b", "c", "d", "e", "f"}, ""},
+		{"a second version walking the steps the first walked", []string{"x", "y", "4", "0", "1", "0", "1", "2", "3", "4"}, ""},
 		{"409 after 409", []string{"a", "409", "409", "409", "409"}, "3 met 409 Conflict"},
 		{"circles before the faults were over do not count", []string{"a", "b", "a", "b", "a", "c"}, ""},
 		{"no write at all", nil, ""},
