@@ -12,9 +12,9 @@ import (
 
 // StormFlaps is how many times a field must be set back to the value it
 // held just before the last, since the faults were over, for the storm
-// oracle to call the writes a circle: three returns are A B A B A, two writers or one confused one
-// undoing each other, which no healthy controller does once its caches are
-// current.
+// oracle to call the writes a circle: three returns are A B A B A, two
+// writers or one confused one undoing each other, which no healthy
+// controller does once its caches are current.
 const StormFlaps = 3
 
 // storm describes, for an unsettled run, how its controllers' writes since
@@ -65,8 +65,9 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 		values  []string // distinct consecutive values, in write order
 		returns int
 		clients []string
-		// lastNew says the last value written had not been held before:
-		// the field ended on progress, not on a return.
+		// lastNew says the last value written was not a return (not
+		// the value held just before the last): the field ended on
+		// progress.
 		lastNew bool
 	}
 	reqs := slices.Clone(tr.Requests)
