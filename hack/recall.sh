@@ -2,7 +2,7 @@
 # recall.sh TARGET VERSION [RUNS] [TIME]: the recall method of issue 31
 # (scenarios/recall-plan.md) on one target file: a copy of TARGET beside it
 # with every pinned "@vX.Y.Z" of its controllers and CRDs replaced by
-# "@VERSION" (.stalefuzz-composed-recall-VERSION.yaml, gitignored, removed
+# "@VERSION" (.stalefuzz-composed-recall-VERSION[-NAME].yaml, gitignored, removed
 # at the end), then RUNS (default 5) campaigns of TIME (default 10m), one
 # worker each, each from an empty corpus and ending at its first finding.
 # Prints, per campaign, the first finding's time, violation and replay
@@ -10,7 +10,9 @@
 # RECALL_OUT/VERSION-N (default $TMPDIR/stalefuzz-recall/<target>). Extra
 # arguments for stalefuzz fuzz (--search-on, --patch NAME=FILE) go in
 # RECALL_FLAGS. The target's known findings stay as the file has them:
-# remove them from a copy first when the method asks for it.
+# remove them from a copy first when the method asks for it. A target that
+# pins kube-controller-manager (builtins.controllerManager:
+# k8s.io/kubernetes@vX.Y.Z) gets VERSION's, built by hack/kcm-version.sh.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: hack/recall.sh TARGET VERSION [RUNS] [TIME]" >&2; exit 2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -19,10 +21,20 @@ target=$1 version=$2 runs=${3:-5} time=${4:-10m}
 [ -f "$target" ] || { echo "recall: $target: no such target file" >&2; exit 2; }
 name=$(basename "$(dirname "$target")")-$(basename "$target" .yaml)
 out=${RECALL_OUT:-${TMPDIR:-/tmp}/stalefuzz-recall/$name}
-copy=$(dirname "$target")/.stalefuzz-composed-recall-$version.yaml
+# A gitignored copy as TARGET (.stalefuzz-composed-NAME.yaml: the file with
+# known entries added, say) gets a copy of its own, so that campaigns of it
+# and of the committed file can run at once.
+suffix=
+case $(basename "$target" .yaml) in .stalefuzz-composed-*) suffix=-$(basename "$target" .yaml | sed 's/^\.stalefuzz-composed-//') ;; esac
+copy=$(dirname "$target")/.stalefuzz-composed-recall-$version$suffix.yaml
 trap 'rm -f "$copy"' EXIT
 sed -E "s/@v[0-9]+\.[0-9]+\.[0-9]+([-.][0-9A-Za-z.]+)?/@$version/g" "$target" > "$copy"
 grep -q "@$version" "$copy" || { echo "recall: $target pins no @vX.Y.Z version to replace" >&2; exit 2; }
+# A target that pins kube-controller-manager (builtins.controllerManager)
+# runs that release's binary: build it first (cached after the first time).
+if grep -qE "controllerManager:[[:space:]]*k8s\.io/kubernetes@$version" "$copy"; then
+	"$here/kcm-version.sh" "$version" >/dev/null || { echo "recall: unable to build kube-controller-manager $version" >&2; exit 2; }
+fi
 bin=$out/stalefuzz
 mkdir -p "$out"
 go build -o "$bin" ./proxy/cmd/stalefuzz || exit 2

@@ -49,6 +49,16 @@ type Builtins struct {
 	// or Failed, within its settle budget (fuzz.Scenario.AwaitCurrent).
 	// Zero: no kube-controller-manager.
 	Controllers []string `yaml:"controllers"`
+	// ControllerManager is the kube-controller-manager release to run, as
+	// k8s.io/kubernetes@vX.Y.Z (the form a controller's go is pinned in, so
+	// that hack/recall.sh's version swap reaches it). Zero: the release the
+	// control plane is (controlplane.KubernetesVersion), which make assets
+	// builds. Another release runs the binary hack/kcm-version.sh builds
+	// and caches beside make assets' one; without it the target is refused,
+	// naming that command. It is version skew against the pinned apiserver:
+	// Kubernetes supports kube-controller-manager one minor release older
+	// than kube-apiserver. kube-scheduler stays the pinned release.
+	ControllerManager string `yaml:"controllerManager"`
 	// Flags are more kube-controller-manager flags (feature gates:
 	// "--feature-gates=X=${gate}"). ${knob} and ${namespace} are replaced.
 	Flags []string `yaml:"flags"`
@@ -148,9 +158,9 @@ func (t *Target) startBuiltins(ctx context.Context, x *fuzz.Exec) error {
 	if len(b.Controllers) == 0 {
 		return nil
 	}
-	bin := controlplane.ControllerManagerBinary()
+	bin := b.controllerManagerBinary()
 	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("kube-controller-manager not found at %s (run `make assets`, or set STALEFUZZ_KUBE_CONTROLLER_MANAGER): %w", bin, err)
+		return fmt.Errorf("kube-controller-manager not found at %s (%s): %w", bin, b.controllerManagerHint(), err)
 	}
 	kubeconfig, err := x.Kubeconfig(ControllerManagerClient)
 	if err != nil {
@@ -178,6 +188,29 @@ func (t *Target) startBuiltins(ctx context.Context, x *fuzz.Exec) error {
 	return nil
 }
 
+// ControllerManagerModule is the module a Builtins.ControllerManager pins.
+const ControllerManagerModule = "k8s.io/kubernetes"
+
+// controllerManagerVersion is the release ControllerManager pins ("" for
+// the control plane's own).
+func (b *Builtins) controllerManagerVersion() string {
+	_, v, _ := strings.Cut(b.ControllerManager, "@")
+	return v
+}
+
+// controllerManagerBinary is the kube-controller-manager b runs.
+func (b *Builtins) controllerManagerBinary() string {
+	return controlplane.ControllerManagerBinaryAt(b.controllerManagerVersion())
+}
+
+// controllerManagerHint says how to get the kube-controller-manager b runs.
+func (b *Builtins) controllerManagerHint() string {
+	if v := b.controllerManagerVersion(); v != "" && v != controlplane.KubernetesVersion {
+		return fmt.Sprintf("build it with `hack/kcm-version.sh %s` in a stalefuzz checkout, or set STALEFUZZ_KUBE_CONTROLLER_MANAGER", v)
+	}
+	return "run `make assets` in a stalefuzz checkout, or set STALEFUZZ_KUBE_CONTROLLER_MANAGER"
+}
+
 // builtinBinaries checks that the binaries the builtins run are there.
 func (t *Target) builtinBinaries() error {
 	b := t.Builtins
@@ -186,8 +219,8 @@ func (t *Target) builtinBinaries() error {
 	}
 	var errs []error
 	if len(b.Controllers) > 0 {
-		if bin := controlplane.ControllerManagerBinary(); !fileExists(bin) {
-			errs = append(errs, fmt.Errorf("target %s: builtins.controllers: kube-controller-manager not found at %s (run `make assets` in a stalefuzz checkout, or set STALEFUZZ_KUBE_CONTROLLER_MANAGER)", t.Name, bin))
+		if bin := b.controllerManagerBinary(); !fileExists(bin) {
+			errs = append(errs, fmt.Errorf("target %s: builtins.controllers: kube-controller-manager not found at %s (%s)", t.Name, bin, b.controllerManagerHint()))
 		}
 	}
 	if b.Scheduler {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stalefuzz/stalefuzz/proxy/controlplane"
 )
 
 // TestAwaitCurrent: the kinds a run waits for are those of the workload
@@ -57,5 +59,30 @@ func TestBuiltinBinaries(t *testing.T) {
 	t.Setenv("STALEFUZZ_KUBE_SCHEDULER", os.Args[0]) // any file that exists
 	if err := Prepare(context.Background(), tg, nil); err != nil {
 		t.Errorf("Prepare with the binary there: %v", err)
+	}
+}
+
+// TestControllerManagerRelease: a target that pins another
+// kube-controller-manager release runs the binary hack/kcm-version.sh
+// builds beside make assets' one, and is refused without it, naming that
+// command; its own release is make assets' binary.
+func TestControllerManagerRelease(t *testing.T) {
+	assets := t.TempDir()
+	t.Setenv("KUBEBUILDER_ASSETS", assets)
+	t.Setenv("STALEFUZZ_KUBE_CONTROLLER_MANAGER", "")
+	tg := &Target{Name: "demo", Builtins: &Builtins{Controllers: []string{"job"}, ControllerManager: "k8s.io/kubernetes@v1.35.4"}}
+	err := Prepare(context.Background(), tg, nil)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(assets, "kube-controller-manager-v1.35.4")) || !strings.Contains(err.Error(), "hack/kcm-version.sh v1.35.4") {
+		t.Errorf("Prepare: %v, want kube-controller-manager-v1.35.4 named as missing, with the command that builds it", err)
+	}
+	if err := os.WriteFile(filepath.Join(assets, "kube-controller-manager-v1.35.4"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Prepare(context.Background(), tg, nil); err != nil {
+		t.Errorf("Prepare with v1.35.4's binary there: %v", err)
+	}
+	tg.Builtins.ControllerManager = "k8s.io/kubernetes@" + controlplane.KubernetesVersion
+	if got, want := tg.Builtins.controllerManagerBinary(), filepath.Join(assets, "kube-controller-manager"); got != want {
+		t.Errorf("the control plane's own release runs %s, want make assets' %s", got, want)
 	}
 }

@@ -3,7 +3,8 @@
 // package at a pinned version or in a module directory of its own that
 // Prepare builds and caches), their CRDs
 // (files, directories, or a path inside a Go module's zip), what a cluster
-// runs beside them (kube-controller-manager's controllers, kube-scheduler
+// runs beside them (kube-controller-manager's controllers, at the control
+// plane's release or one the file pins, Builtins.ControllerManager; kube-scheduler
 // with a Node to bind Pods to, and a kubelet stand-in whose Pods can stay
 // Pending, fail, be OOM-killed, restart in place or be evicted, with the
 // statuses a kubelet writes: Builtins, Kubelet, PodFate), the knobs, the workload (ordered steps: apply,

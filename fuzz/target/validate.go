@@ -27,6 +27,9 @@ var (
 	knobRE  = regexp.MustCompile(`\$\{([^}]*)\}`)
 	// branchRE is a conservative git branch name.
 	branchRE = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_./]*$`)
+	// kubernetesRelease is a Kubernetes release tag, as hack/kcm-version.sh
+	// builds one.
+	kubernetesRelease = regexp.MustCompile(`^v1\.[0-9]+\.[0-9]+$`)
 )
 
 // Validate checks a Target built in Go; Load runs the same checks with the
@@ -186,6 +189,14 @@ func (t *Target) validate(p *positions) error {
 		process = false
 	}
 	if b := t.Builtins; b != nil {
+		if b.ControllerManager != "" {
+			m, v, _ := strings.Cut(b.ControllerManager, "@")
+			if m != ControllerManagerModule || !kubernetesRelease.MatchString(v) {
+				bad(fmt.Errorf("want %s@v1.Y.Z (a Kubernetes release), got %q", ControllerManagerModule, b.ControllerManager), "builtins", "controllerManager")
+			} else if len(b.Controllers) == 0 {
+				bad(errors.New("a kube-controller-manager release without controllers: name the kube-controller-manager controllers to run"), "builtins", "controllerManager")
+			}
+		}
 		for i, c := range b.Controllers {
 			if !labelRE.MatchString(c) && !strings.HasPrefix(c, "-") {
 				bad(fmt.Errorf("want a kube-controller-manager controller name such as job or replicaset, got %q", c), "builtins", "controllers", i)

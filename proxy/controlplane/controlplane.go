@@ -80,6 +80,19 @@ func ControllerManagerBinary() string {
 	return assetBinary("STALEFUZZ_KUBE_CONTROLLER_MANAGER", "kube-controller-manager")
 }
 
+// ControllerManagerBinaryAt is the kube-controller-manager of Kubernetes
+// release version ("v1.35.4"): $STALEFUZZ_KUBE_CONTROLLER_MANAGER if set
+// (an explicit binary wins), else ControllerManagerBinary for "" or
+// KubernetesVersion, else kube-controller-manager-<version> beside it,
+// where hack/kcm-version.sh builds it.
+func ControllerManagerBinaryAt(version string) string {
+	bin := ControllerManagerBinary()
+	if version == "" || version == KubernetesVersion || os.Getenv("STALEFUZZ_KUBE_CONTROLLER_MANAGER") != "" {
+		return bin
+	}
+	return bin + "-" + version
+}
+
 // SchedulerBinary is the kube-scheduler make assets built (hack/assets.sh):
 // $STALEFUZZ_KUBE_SCHEDULER, else next to kube-apiserver in
 // $KUBEBUILDER_ASSETS or DefaultAssetsDir.
