@@ -83,7 +83,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: recall recall-argo truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-nodezones truth-table-kuberay
+.PHONY: recall recall-argo recall-kcm truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-nodezones truth-table-kuberay
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -154,6 +154,12 @@ recall: assets ## the recall method of issue 31 on a target file (TARGET) at ano
 recall-argo: ## Argo Rollouts' positive control, argo-rollouts#4073 at v1.9.1 and v1.10.2 with the workflows target (scenarios/argorollouts/README.md, "Recall")
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.9.1
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.10.2
+
+recall-kcm: ## kube-controller-manager's positive control, the Job controller's duplicate Pods (kubernetes#137210, KEP-5647) at v1.35.4 and v1.37.1: the method, then with the restart class known (scenarios/kcm/README.md, "Recall")
+	@$(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.35.4
+	@$(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.37.1
+	@RECALL_KNOWN=scenarios/kcm/targets/testdata/known-restarts.yaml $(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.35.4
+	@RECALL_KNOWN=scenarios/kcm/targets/testdata/known-restarts.yaml $(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.37.1
 
 TRUTH_TABLE_RUNS ?= 2
 TRUTH_TABLE_SETTINGS ?= 0

@@ -10,7 +10,12 @@
 # RECALL_OUT/VERSION-N (default $TMPDIR/stalefuzz-recall/<target>). Extra
 # arguments for stalefuzz fuzz (--search-on, --patch NAME=FILE) go in
 # RECALL_FLAGS. The target's known findings stay as the file has them:
-# remove them from a copy first when the method asks for it. A target that
+# remove them from a copy first when the method asks for it.
+# RECALL_KNOWN=FILE, for the supplementary runs (not the method) that
+# declare another bug known so that campaigns search past it: FILE is a
+# YAML list of oracles.known entries (fuzz/target's Known), added to the
+# copy, which is then named ...-VERSION-<FILE's name>.yaml, with findings
+# in RECALL_OUT-<FILE's name>. A target that
 # pins kube-controller-manager (builtins.controllerManager:
 # k8s.io/kubernetes@vX.Y.Z) gets VERSION's, built by hack/kcm-version.sh.
 set -uo pipefail
@@ -27,9 +32,20 @@ out=${RECALL_OUT:-${TMPDIR:-/tmp}/stalefuzz-recall/$name}
 suffix=
 case $(basename "$target" .yaml) in .stalefuzz-composed-*) suffix=-$(basename "$target" .yaml | sed 's/^\.stalefuzz-composed-//') ;; esac
 copy=$(dirname "$target")/.stalefuzz-composed-recall-$version$suffix.yaml
+known=${RECALL_KNOWN:-}
+if [ -n "$known" ]; then
+	[ -f "$known" ] || { echo "recall: RECALL_KNOWN=$known: no such file" >&2; exit 2; }
+	copy=${copy%.yaml}-$(basename "$known" .yaml).yaml
+	out=$out-$(basename "$known" .yaml)
+fi
 trap 'rm -f "$copy"' EXIT
 sed -E "s/@v[0-9]+\.[0-9]+\.[0-9]+([-.][0-9A-Za-z.]+)?/@$version/g" "$target" > "$copy"
 grep -q "@$version" "$copy" || { echo "recall: $target pins no @vX.Y.Z version to replace" >&2; exit 2; }
+if [ -n "$known" ]; then
+	grep -q '^oracles:' "$copy" || { echo "recall: $target has no oracles: section for RECALL_KNOWN's entries" >&2; exit 2; }
+	! grep -qE '^  known:' "$copy" || { echo "recall: $target declares known findings already: the method runs it without them; add RECALL_KNOWN's to a copy without them" >&2; exit 2; }
+	awk -v f="$known" '{ print } /^oracles:/ { print "  known:"; while ((getline l < f) > 0) if (l !~ /^[[:space:]]*(#|$)/) print "    " l }' "$copy" > "$copy.tmp" && mv -f "$copy.tmp" "$copy"
+fi
 # A target that pins kube-controller-manager (builtins.controllerManager)
 # runs that release's binary: build it first (cached after the first time).
 if grep -qE "controllerManager:[[:space:]]*k8s\.io/kubernetes@$version" "$copy"; then
