@@ -155,11 +155,9 @@ recall-argo: ## Argo Rollouts' positive control, argo-rollouts#4073 at v1.9.1 an
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.9.1
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.10.2
 
-recall-kcm: ## kube-controller-manager's positive control, the Job controller's duplicate Pods (kubernetes#137210, KEP-5647) at v1.35.4 and v1.37.1: the method, then with the restart class known (scenarios/kcm/README.md, "Recall")
+recall-kcm: ## kube-controller-manager's positive control, the Job controller's duplicate Pods (kubernetes#137210, KEP-5647) at v1.35.4 and v1.37.1 with targets/job.yaml (scenarios/kcm/README.md, "Recall"); RECALL_KNOWN=scenarios/kcm/targets/testdata/known-restarts.yaml searches past the restart duplicate (not the method)
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.35.4
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.37.1
-	@RECALL_KNOWN=scenarios/kcm/targets/testdata/known-restarts.yaml $(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.35.4
-	@RECALL_KNOWN=scenarios/kcm/targets/testdata/known-restarts.yaml $(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.37.1
 
 TRUTH_TABLE_RUNS ?= 2
 TRUTH_TABLE_SETTINGS ?= 0
