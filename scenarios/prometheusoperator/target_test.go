@@ -80,13 +80,24 @@ func TestPrometheusOperator(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			sched := fuzz.Schedule{Knobs: map[string]int{"scope": 0, "action": c.action, "remove": c.remove}}
-			res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
-			if err != nil {
-				t.Fatalf("schedule %s: %v", sched, err)
-			}
-			w := writes(res, "statefulsets")
-			if w["create"] < c.creates || len(res.Violations) > 0 || !res.Settled {
-				t.Errorf("schedule %s: %d StatefulSet creates, violations %v, settled %v; want at least %d, none and settled\n%s", sched, w["create"], res.Violations, res.Settled, c.creates, summary(sched, res))
+			// A run that never settled is judged by nothing (as in a
+			// campaign): run again, up to three runs. Under hack/loaded.sh 2
+			// (2026-11-28) the recreated Alertmanager's StatefulSet made
+			// twice, as above, left 1 run of 4 still settling after the 2 s
+			// budget; a violation or a missing create fails at once.
+			for run := 1; ; run++ {
+				res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
+				if err != nil {
+					t.Fatalf("schedule %s: %v", sched, err)
+				}
+				w := writes(res, "statefulsets")
+				if w["create"] < c.creates || len(res.Violations) > 0 || (!res.Settled && run == 3) {
+					t.Fatalf("schedule %s, run %d: %d StatefulSet creates, violations %v, settled %v; want at least %d, none and settled\n%s", sched, run, w["create"], res.Violations, res.Settled, c.creates, summary(sched, res))
+				}
+				if res.Settled {
+					break
+				}
+				t.Logf("schedule %s, run %d never settled (not judged): running it again\n%s", sched, run, summary(sched, res))
 			}
 		})
 	}
