@@ -282,8 +282,16 @@ func prepare(ctx context.Context, progress io.Writer, file, dir string, fuzzing 
 	}
 	fmt.Fprintf(progress, "stalefuzz: compiling %s from %s (minutes the first time, seconds once Go's build cache has it)\n", what, src)
 	start := time.Now()
+	// The go command's own work directory goes inside dir, which is removed
+	// however this ends: an interrupt kills go mid-build, and a killed go
+	// leaves its $TMPDIR/go-build* behind (hundreds of entries).
+	gotmp := filepath.Join(dir, "gotmp")
+	if err := os.MkdirAll(gotmp, 0o700); err != nil {
+		return "", "", exitError{exitHarness, err}
+	}
 	build := exec.CommandContext(ctx, "go", args...)
 	build.Dir = src
+	build.Env = append(os.Environ(), "GOTMPDIR="+gotmp)
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", "", exitError{exitHarness, fmt.Errorf("unable to compile the fuzz binary in %s: %w\n%s", src, err, out)}
 	}

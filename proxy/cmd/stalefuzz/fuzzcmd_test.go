@@ -315,6 +315,58 @@ oracles:
 	}
 }
 
+// TestInterruptDuringBuildLeavesNothing: interrupted while it compiles its
+// driver (a cold build cache makes that take a while), the command leaves
+// nothing in its $TMPDIR. Before the fix the go command, killed mid-build,
+// left its go-build* work directory there (found 2026-11-28: four of them,
+// 857 entries each).
+func TestInterruptDuringBuildLeavesNothing(t *testing.T) {
+	bin := buildCommand(t)
+	abs, err := filepath.Abs(pymirror + "target.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	cmd := exec.Command(bin, "false-alarms", abs, "--count", "1")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "GOCACHE="+t.TempDir())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	building := func() bool { // the go command's work directory, wherever it is
+		m, _ := filepath.Glob(filepath.Join(tmp, "go-build*"))
+		n, _ := filepath.Glob(filepath.Join(tmp, "*", "gotmp", "go-build*"))
+		return len(m)+len(n) > 0
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !building() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !building() {
+		t.Fatalf("no go build under %s after 2 minutes:\n%s", tmp, lastLines(out.String(), 20))
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("still running a minute after SIGINT:\n%s", lastLines(out.String(), 20))
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		var names []string
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Errorf("left in $TMPDIR after an interrupt during the build: %v\n%s", names, lastLines(out.String(), 20))
+	}
+}
+
 // TestInterruptLeavesNothing stops `stalefuzz false-alarms` once its driver
 // has started a control plane, as Ctrl-C does (SIGINT to the command's
 // process group: it exits 2 saying it was interrupted) and as kill -9 does
