@@ -327,17 +327,7 @@ func TestInterruptDuringBuildLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
-	cmd := exec.Command(bin, "false-alarms", abs, "--count", "1")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "GOCACHE="+t.TempDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	cmd, out, exited := startGroup(t, bin, []string{"TMPDIR=" + tmp, "GOCACHE=" + t.TempDir()}, "false-alarms", abs, "--count", "1")
 	building := func() bool { // the go command's work directory, wherever it is
 		m, _ := filepath.Glob(filepath.Join(tmp, "go-build*"))
 		n, _ := filepath.Glob(filepath.Join(tmp, "*", "gotmp", "go-build*"))
@@ -387,17 +377,7 @@ func TestInterruptLeavesNothing(t *testing.T) {
 	}{{"SIGINT to its group", true, syscall.SIGINT}, {"SIGKILL to the command", false, syscall.SIGKILL}} {
 		t.Run(c.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			cmd := exec.Command(bin, "false-alarms", abs, "--count", "200")
-			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
+			cmd, out, exited := startGroup(t, bin, []string{"TMPDIR=" + tmp}, "false-alarms", abs, "--count", "200")
 			glob := func(pattern string) []string {
 				m, _ := filepath.Glob(filepath.Join(tmp, pattern))
 				return m
@@ -655,4 +635,23 @@ echo "ran out"; exit 0
 			}
 		})
 	}
+}
+
+// startGroup starts bin with args in a process group of its own, with env
+// added to this process's environment and its output collected, killed
+// (the whole group) when the test ends; exited has Wait's answer.
+func startGroup(t *testing.T, bin string, env []string, args ...string) (cmd *exec.Cmd, out *bytes.Buffer, exited <-chan error) {
+	t.Helper()
+	cmd = exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out = &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, out, done
 }
