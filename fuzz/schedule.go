@@ -225,8 +225,9 @@ func (sp Space) String() string {
 // its After+1st matching write in the window (a restart); proxy.Cut: the same
 // write is applied but the client never sees the answer, then it is
 // restarted. A relist with Lag relists from an apiserver lagging Lag: within
-// the window its lists are served Lag in the past and its events come Lag
-// late. A restart with Lag reconnects to an apiserver that has not yet seen
+// the window its lists are served Lag in the past (never older than the
+// resourceVersion a list carries, as no apiserver serves one: proxy.Rewind)
+// and its events come Lag late. A restart with Lag reconnects to an apiserver that has not yet seen
 // the write that fired it (Sieve's time travel): its lists are served at that
 // write's resourceVersion minus one, and its events come Lag late while it
 // syncs.

@@ -308,6 +308,15 @@ var _ = Describe("Rewind", func() {
 			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(current.Items[0].Object, now)).To(Succeed())
 			Expect(kind.value(now)).To(Equal("new"), "a consistent list is the present")
 
+			By("a LIST at the current resourceVersion (NotOlderThan, as a relist after 410 sends), which no apiserver serves older than it asks")
+			floor, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{ResourceVersion: newRV})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(floor.Items).To(HaveLen(1))
+			atFloor := kind.newObject(ns, "a", "")
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(floor.Items[0].Object, atFloor)).To(Succeed())
+			Expect(kind.value(atFloor)).To(Equal("new"), "a list at resourceVersion=X is not older than X")
+			Expect(requestsOf(name)).To(ContainElement(HaveField("Fault", ContainSubstring("its own resourceVersion"))), "the trace says why the list was not rewound further")
+
 			By("an informer, whose WatchList is refused so that it falls back to LIST")
 			inf := startInformer(name, ns, kind)
 			Eventually(inf.values).WithTimeout(10 * time.Second).Should(HaveKeyWithValue("a", "new"))
@@ -317,7 +326,7 @@ var _ = Describe("Rewind", func() {
 				if r.Verb == "watch" && r.Code == 422 && r.FaultKind == trace.FaultRewind {
 					refused = true
 				}
-				if r.Verb == "list" && r.Code == 200 && r.FaultKind == trace.FaultRewind && strings.HasPrefix(r.Fault, "rewind: list served as of") {
+				if r.Verb == "list" && r.Code == 200 && r.FaultKind == trace.FaultRewind && strings.HasPrefix(r.Fault, "rewind: list served as of") && !strings.Contains(r.Fault, "its own resourceVersion") {
 					rewound = true
 					Expect(r.ReturnedRV).NotTo(Equal(newRV))
 				}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +154,17 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				ex.rec.Fault = fmt.Sprintf("rewind: no resourceVersion seen by %s; served the current state", v.asOf.Format(time.RFC3339Nano))
 				break
 			}
+			if floor, ok := listFloor(r.URL.Query()); !ok {
+				ex.rec.Fault = "rewind: a LIST at an exact resourceVersion or a continued one is served as asked: no apiserver answers it from another point"
+				break
+			} else if n, err := strconv.ParseUint(rv, 10, 64); floor > 0 && err == nil && n < floor {
+				// A LIST at resourceVersion=X (not 0) is served not older
+				// than X by every apiserver, however far its watch cache
+				// lags (it waits for the cache, or reads etcd): a relist
+				// after 410 carries the informer's last resourceVersion, so
+				// it never loses what the informer had seen.
+				rv, why = strconv.FormatUint(floor, 10), fmt.Sprintf("its own resourceVersion: an apiserver behind (%s, %s) serves a LIST at resourceVersion=%d not older than that", rv, why, floor)
+			}
 			q := r.URL.Query()
 			q.Set("resourceVersion", rv)
 			q.Set("resourceVersionMatch", "Exact")
@@ -180,6 +192,23 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex.rec.Code = sw.status()
 	ex.rec.Latency = time.Since(ex.rec.Start)
 	p.trace.AddRequest(ex.rec)
+}
+
+// listFloor is the oldest resourceVersion an apiserver may serve a LIST
+// with query q from: 0 for resourceVersion=0 (Any: the watch cache, however
+// far behind) and the value X of resourceVersion=X otherwise (NotOlderThan,
+// the default match for a LIST with a resourceVersion). ok is false for a
+// LIST no apiserver serves from another point than it asks: an Exact match,
+// or a continued (paginated) one, whose token pins its resourceVersion.
+func listFloor(q url.Values) (floor uint64, ok bool) {
+	if q.Get("continue") != "" || q.Get("resourceVersionMatch") == string(metav1.ResourceVersionMatchExact) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(q.Get("resourceVersion"), 10, 64)
+	if err != nil {
+		return 0, true
+	}
+	return n, true
 }
 
 func (c *Client) modifyResponse(resp *http.Response) error {

@@ -58,8 +58,15 @@ const (
 	// the real apiserver answers with genuine old state from etcd, where R is
 	// the newest resourceVersion the proxy had seen (in any response or watch
 	// event, of any client) Rule.Ago before the request, or at the window's
-	// start when Ago is zero. The watch that follows starts at R and the
-	// apiserver replays forward from there. A WatchList request
+	// start when Ago is zero, but never older than the resourceVersion X
+	// the LIST carries: a LIST at resourceVersion=X (X not 0, no match or
+	// NotOlderThan) is served at X when R is older, as every apiserver
+	// serves it not older than X (its watch cache waits for X), so a relist
+	// after 410, which carries the informer's last resourceVersion, never
+	// loses what the informer had seen. A LIST with resourceVersionMatch
+	// Exact, or a continued one, is served as it asks. The watch that
+	// follows starts at R (or X) and the apiserver replays forward from
+	// there. A WatchList request
 	// (sendInitialEvents=true) in the window cannot be served from the past,
 	// so the proxy refuses it the way a kube-apiserver without the WatchList
 	// feature does (422 Invalid, its exact Status), and client-go falls back
