@@ -155,9 +155,9 @@ recall-argo: ## Argo Rollouts' positive control, argo-rollouts#4073 at v1.9.1 an
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.9.1
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.10.2
 
-recall-kcm: ## kube-controller-manager's positive control, the Job controller's duplicate Pods (kubernetes#137210, KEP-5647) at v1.35.4 and v1.37.1 with targets/job.yaml (scenarios/kcm/README.md, "Recall"); RECALL_KNOWN=scenarios/kcm/targets/testdata/known-restarts.yaml searches past the restart duplicate (not the method)
-	@$(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.35.4
-	@$(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/job.yaml VERSION=v1.37.1
+KCM_RECALL ?= job replicaset daemonset
+recall-kcm: ## kube-controller-manager's positive controls, KEP-5647's fixes (kubernetes#137210 Job, #137212 ReplicaSet, #134937 DaemonSet) at v1.35.4 and v1.37.1 with targets/$(KCM_RECALL).yaml (scenarios/kcm/README.md, "Recall"; KCM_RECALL=job for one); RECALL_KNOWN=scenarios/kcm/targets/testdata/known-restarts.yaml searches past the restart duplicate (not the method)
+	@for t in $(KCM_RECALL); do for v in v1.35.4 v1.37.1; do $(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/$$t.yaml VERSION=$$v || exit 1; done; done
 
 TRUTH_TABLE_RUNS ?= 2
 TRUTH_TABLE_SETTINGS ?= 0
