@@ -195,6 +195,23 @@ func Running(bin string) []int {
 	return pids
 }
 
+// RunningUnder is Running restricted to the descendants of the process
+// ancestor (os.Getpid() for a test's own): what a test checks when other
+// runs of the same binary may share the machine (a campaign, another
+// package's tests), whose processes are not its leaks.
+func RunningUnder(bin string, ancestor int) []int {
+	var pids []int
+	for _, pid := range Running(bin) {
+		for p, hops := parent(pid), 0; p > 1 && hops < 64; p, hops = parent(p), hops+1 {
+			if p == ancestor {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids
+}
+
 // executable is a process and the path of its executable, symlinks resolved.
 type executable struct {
 	pid int

@@ -50,3 +50,14 @@ func executables() []executable {
 	}
 	return procs
 }
+
+// parent is pid's parent process as ps reports it, 0 if pid has gone or ps
+// cannot be run.
+func parent(pid int) int {
+	out, err := exec.Command("ps", "-o", "ppid=", "-p", strconv.Itoa(pid)).Output()
+	if err != nil {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return ppid
+}

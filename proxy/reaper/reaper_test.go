@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,5 +197,45 @@ func TestShimRunsNothingUnrecorded(t *testing.T) {
 	}
 	if _, err := os.Stat(ran); !os.IsNotExist(err) {
 		t.Errorf("shim %s ran its binary without recording its PID (stat %s: %v)", shim, ran, err)
+	}
+}
+
+// TestRunningUnder: a child of this process counts, a process of the same
+// binary that another parent owns (here one orphaned by its shell, which
+// init or a subreaper adopts) does not.
+func TestRunningUnder(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	child := exec.Command(sleep, "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	pidFile := filepath.Join(t.TempDir(), "orphan")
+	if out, err := exec.Command("sh", "-c", sleep+" 30 </dev/null >/dev/null 2>&1 & echo $! > "+pidFile).CombinedOutput(); err != nil {
+		t.Fatalf("sh: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(orphan, syscall.SIGKILL) })
+
+	all := reaper.Running(sleep)
+	under := reaper.RunningUnder(sleep, os.Getpid())
+	if !slices.Contains(all, child.Process.Pid) || !slices.Contains(all, orphan) {
+		t.Fatalf("Running(%s) = %v, want both %d and %d", sleep, all, child.Process.Pid, orphan)
+	}
+	if !slices.Contains(under, child.Process.Pid) {
+		t.Errorf("RunningUnder(%s, self) = %v: misses the child %d", sleep, under, child.Process.Pid)
+	}
+	if slices.Contains(under, orphan) {
+		t.Errorf("RunningUnder(%s, self) = %v: counts %d, which another parent owns", sleep, under, orphan)
 	}
 }

@@ -41,7 +41,7 @@ var _ = AfterEach(func() {
 
 // sourceControllers lists the PIDs of running processes of the
 // source-controller binary.
-func sourceControllers() []int { return reaper.Running(fluxcd.Binary()) }
+func sourceControllers() []int { return reaper.RunningUnder(fluxcd.Binary(), os.Getpid()) }
 
 func run(s fuzz.Schedule) *fuzz.Result {
 	GinkgoHelper()

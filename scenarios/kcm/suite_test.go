@@ -48,12 +48,13 @@ var _ = AfterSuite(func() {
 })
 
 // Every execution kills the kube-controller-manager it started, the ones a
-// restart started included.
+// restart started included. Only this test process's are counted: another
+// run on the machine (a campaign, a replay) has its own.
 var _ = AfterEach(func() {
 	Eventually(controllerManagers).WithTimeout(5*time.Second).Should(BeEmpty(), "kube-controller-manager processes left running")
 })
 
-func controllerManagers() []int { return reaper.Running(kcm.Binary()) }
+func controllerManagers() []int { return reaper.RunningUnder(kcm.Binary(), os.Getpid()) }
 
 // run runs s; an execution that could not be judged (a harness error) is run
 // again, up to three times in all: a harness error is never a finding.
