@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
@@ -110,11 +113,11 @@ func (t *Target) Scenario() (fuzz.Scenario, error) {
 		}
 		s.EndStates = append(s.EndStates, fuzz.EndState{GVK: gv.WithKind(k.Kind.Kind), Ignore: k.Ignore})
 	}
-	crds, err := t.crdPaths()
+	crds, err := t.readCRDs()
 	if err != nil {
 		return s, err
 	}
-	s.CRDPaths = crds
+	s.CRDs = crds
 	if len(t.Fixtures.Git) > 0 {
 		if err := t.checkFixtures(); err != nil {
 			return s, err
@@ -284,6 +287,38 @@ func (t *Target) crdPaths() ([]string, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// readCRDs reads every CRD that CRDs name. A label or annotation whose key
+// or value holds a Helm template expression ("{{ .Release.Name }}": a
+// chart's CRD sources, as cert-manager shipped them up to v1.15) is left
+// out: Helm fills it in at install time, it says nothing about the schema,
+// and the apiserver refuses it as it stands.
+func (t *Target) readCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	paths, err := t.crdPaths()
+	if err != nil {
+		return nil, err
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for i, p := range paths {
+		o := envtest.CRDInstallOptions{Paths: []string{p}, ErrorIfPathMissing: true}
+		if err := envtest.ReadCRDFiles(&o); err != nil {
+			return nil, fmt.Errorf("target %s: crds[%d]: unable to read the CRDs in %s (a file with Helm template lines such as {{- if ... }} must be rendered first: helm template, then name the rendered file): %w", t.Name, i, p, err)
+		}
+		for _, crd := range o.CRDs {
+			crd.Labels = withoutTemplates(crd.Labels)
+			crd.Annotations = withoutTemplates(crd.Annotations)
+		}
+		out = append(out, o.CRDs...)
+	}
+	return out, nil
+}
+
+// withoutTemplates is m without the entries that hold a Helm template
+// expression.
+func withoutTemplates(m map[string]string) map[string]string {
+	maps.DeleteFunc(m, func(k, v string) bool { return strings.Contains(k, "{{") || strings.Contains(v, "{{") })
+	return m
 }
 
 // process is how to start one controller: its binary and what Start adds.
