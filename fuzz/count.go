@@ -217,9 +217,15 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 				continue
 			}
 			res.countOver = append(res.countOver, countOver{count: i, ownerKind: ownerKind, n: p.n})
+			// A grouped count says so before "at once": a known finding
+			// matched by "live Pods at once" is the per-owner count's.
+			sharing := ""
+			if len(c.GroupBy) > 0 {
+				sharing = " sharing " + strings.Join(c.GroupBy, ", ")
+			}
 			res.Violations = append(res.Violations, Violation{Oracle: "count", Subject: fmt.Sprintf("%s of %s", c.GVK.Kind, p.owner), At: p.at,
-				Message: fmt.Sprintf("%s (namespace %s) had %d live %ss at once at t+%.2fs (resourceVersion %d: %s); %s never had more than %d per %s",
-					p.owner, res.Namespace, p.n, c.GVK.Kind, p.at.Sub(res.Mark).Seconds(), p.rv, strings.Join(p.names, ", "), learned, limit, cmp.Or(ownerKind, "object without owner"))})
+				Message: fmt.Sprintf("%s (namespace %s) had %d live %ss%s at once at t+%.2fs (resourceVersion %d: %s); %s never had more than %d per %s",
+					p.owner, res.Namespace, p.n, c.GVK.Kind, sharing, p.at.Sub(res.Mark).Seconds(), p.rv, strings.Join(p.names, ", "), learned, limit, cmp.Or(ownerKind, "object without owner"))})
 		}
 	}
 	if e.s.LostUpdatesAnyField && ref != nil {

@@ -1,10 +1,13 @@
 package fuzz
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -50,5 +53,32 @@ func TestCountAcrossOwnersAndPerRevision(t *testing.T) {
 	perRevision := history(Count{GroupBy: []string{"annotation:example.com/revision"}}, twoRequests...)
 	if p := perRevision["ReplicaSet"]; p.n != 2 || p.owner != "ReplicaSet web-1 annotation:example.com/revision=1" {
 		t.Errorf("per owner and revision: peak %d of %q, want 2 of revision 1", p.n, p.owner)
+	}
+}
+
+// TestCountGroupedMessage: a grouped count's violation says what its
+// objects share before "at once", so that a known finding matched by the
+// per-owner count's "live Pods at once" does not absorb it (cert-manager's
+// finding 2, several revisions' requests, beside #4956, two requests for
+// one revision).
+func TestCountGroupedMessage(t *testing.T) {
+	pods := schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	e := &Env{s: Scenario{Counts: []Count{
+		{GVK: pods, Max: 1},
+		{GVK: pods, Max: 1, GroupBy: []string{"annotation:example.com/revision"}},
+	}}}
+	res := &Result{counts: []map[string]countPeak{
+		{"ReplicaSet": {n: 2, owner: "ReplicaSet web-1", names: []string{"a", "b"}}},
+		{"ReplicaSet": {n: 2, owner: "ReplicaSet web-1 annotation:example.com/revision=1", names: []string{"a", "b"}}},
+	}}
+	e.learnedOracles(context.Background(), res)
+	if len(res.Violations) != 2 {
+		t.Fatalf("got %d violations, want 2: %v", len(res.Violations), res.Violations)
+	}
+	if m := res.Violations[0].Message; !strings.Contains(m, "live Pods at once") {
+		t.Errorf("per owner: %q, want it to say live Pods at once", m)
+	}
+	if m := res.Violations[1].Message; strings.Contains(m, "live Pods at once") || !strings.Contains(m, "live Pods sharing annotation:example.com/revision at once") {
+		t.Errorf("per revision: %q, want live Pods sharing annotation:example.com/revision at once (and not live Pods at once)", m)
 	}
 }
