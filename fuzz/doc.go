@@ -85,7 +85,9 @@
 // records those the fuzz coordinator derives from reference runs without lag
 // before fuzzing (referenceSeeds: each action of the space right after each
 // of the first positions of the clean run's MODIFIED, ADDED and DELETED
-// events and writes, and in Composed the answers to its writes; bounded by
+// events and writes, and in Composed the answers to its writes; a restart
+// before the answer onto a lagging apiserver, and in Composed a lost
+// answer, at its Nth create of each watched resource too; bounded by
 // MaxReferenceSettings, MaxReferencePositions and about ReferenceSeedsReplay
 // of replay, between MinReferenceSeeds and MaxReferenceSeeds; in the latency
 // spaces, after the first of each action, MaxLatencySeeds of ordinary

@@ -42,7 +42,10 @@ const (
 // restart right after, restart before the answer, a relist across a
 // DELETED event, ADDED events held, each of the first three onto an
 // apiserver Bounds.MaxDelay behind (Sieve's time travel), break, hold, then
-// DELETED events held; in Composed the answer faults besides. Each holds
+// DELETED events held, and a restart before the answer onto a lagging
+// apiserver at the client's Nth create of each watched resource; in
+// Composed the answer faults besides, and a lost answer at its Nth create
+// of each watched resource. Each holds
 // its window for Bounds.MaxLength (the scenario's retry span), cut as
 // decoding cuts it. The actions take turns: every action at its first
 // position, stronger actions first, then every action at its next, so that
@@ -121,6 +124,14 @@ type family struct {
 	lag    time.Duration // onto an apiserver this far behind; a Slow answer's hold
 	typ    string        // the event type anchored to: "" is MODIFIED
 	code   int           // a Reject's status
+	// creates anchors a writes family to the client's creates of each
+	// watched resource in turn (Step.Resource, Verbs create), not to its
+	// writes of any kind: a controller's creates of its children come
+	// after its status writes and its Events, often past the first
+	// positions, and a create whose answer is lost, or whose writer
+	// restarts before its answer, is the classic source of duplicates
+	// (generateName).
+	creates bool
 }
 
 // families are the kinds of anchored schedules of the scenario's space,
@@ -139,10 +150,12 @@ func (e *Env) families() []family {
 	case Realistic, RealisticLatency, Composed:
 		fams := []family{{act: proxy.Expire}, {act: proxy.Freeze, writes: true}, {act: proxy.Cut, writes: true}}
 		if e.s.Space == Composed {
-			fams = append(fams, family{act: proxy.Lose, writes: true}, family{act: proxy.Slow, writes: true, lag: MaxSlowAnswer})
+			fams = append(fams, family{act: proxy.Lose, writes: true}, family{act: proxy.Slow, writes: true, lag: MaxSlowAnswer},
+				family{act: proxy.Lose, writes: true, creates: true})
 		}
 		fams = append(fams, family{act: proxy.Expire, typ: "DELETED"}, family{act: proxy.Hold, typ: "ADDED"},
 			family{act: proxy.Freeze, writes: true, lag: b.MaxDelay}, family{act: proxy.Cut, writes: true, lag: b.MaxDelay},
+			family{act: proxy.Cut, writes: true, creates: true, lag: b.MaxDelay},
 			family{act: proxy.Expire, lag: b.MaxDelay}, family{act: proxy.Break}, family{act: proxy.Hold},
 			family{act: proxy.Hold, typ: "DELETED"})
 		if e.s.Space == Composed {
@@ -167,7 +180,10 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 			for _, res := range e.s.Resources {
 				typ := or(fam.typ, "MODIFIED")
 				n := countEvents(tr, c, res, typ, mark)
-				if fam.writes {
+				switch {
+				case fam.creates:
+					n = countCreates(tr, c, res, mark)
+				case fam.writes:
 					n = countWrites(tr, c, mark)
 				}
 				for pos := range min(n, positions) {
@@ -175,7 +191,10 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 					if fam.act.IsAnswer() {
 						st.Lag, st.Delay = 0, fam.lag
 					}
-					if !fam.writes {
+					switch {
+					case fam.creates:
+						st.Resource, st.Verbs, st.Subresource = res, []string{"create"}, "-"
+					case !fam.writes:
 						st.Resource, st.Types = res, []string{typ}
 					}
 					if st.IsFault() {
@@ -183,7 +202,7 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 					}
 					out[i] = append(out[i], Schedule{Knobs: knobs, Steps: []Step{st}})
 				}
-				if fam.writes {
+				if fam.writes && !fam.creates {
 					break // writes are the client's, whatever the resource
 				}
 			}
@@ -210,6 +229,19 @@ func countWrites(tr trace.Trace, client string, mark time.Time) int {
 	for i := range tr.Requests {
 		r := &tr.Requests[i]
 		if r.Client == client && r.IsWrite() && !r.DryRun && !r.Start.Before(mark) {
+			n++
+		}
+	}
+	return n
+}
+
+// countCreates is how many objects of resource the client created (not a
+// subresource, not a dry run) after the mark.
+func countCreates(tr trace.Trace, client, resource string, mark time.Time) int {
+	n := 0
+	for i := range tr.Requests {
+		r := &tr.Requests[i]
+		if r.Client == client && r.Verb == "create" && r.Resource == resource && r.Subresource == "" && !r.DryRun && !r.Start.Before(mark) {
 			n++
 		}
 	}

@@ -11,7 +11,9 @@ import (
 // TestAnchoredAtEveryEventType: reference seeds and truth-table patterns
 // anchor faults at ADDED and DELETED events too (a relist across a
 // deletion, a controller's own creations and deletions seen late), and in
-// Composed at the answers to the client's writes.
+// Composed at the answers to the client's writes; and the answer faults and
+// lagging restarts at the client's Nth create of each resource, not only at
+// its Nth write of any kind.
 func TestAnchoredAtEveryEventType(t *testing.T) {
 	mark := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return mark.Add(time.Duration(ms) * time.Millisecond) }
@@ -58,7 +60,8 @@ func TestAnchoredAtEveryEventType(t *testing.T) {
 		"realistic hold DELETED":    1,
 		"realistic expire MODIFIED": 2, // plain and lagging
 		"realistic freeze":          2,
-		"composed lose":             1,
+		"composed lose":             2, // the 1st write, and the 1st create of configmaps
+		"realistic cut":             3, // plain, lagging, and lagging at the 1st create of configmaps
 		"composed slow":             1,
 		"composed reject":           1,
 		"composed reset":            1,
@@ -70,6 +73,14 @@ func TestAnchoredAtEveryEventType(t *testing.T) {
 	}
 	if _, ok := got["realistic lose"]; ok {
 		t.Errorf("Realistic has no answer faults: %v", got["realistic lose"])
+	}
+	for _, want := range []struct{ key, seed string }{
+		{"composed lose", "t+0.00s–2.00s lose the answer to replica-0's 1st create configmaps (not a subresource)"},
+		{"realistic cut", "t+0.00s–2.00s restart replica-0 before it sees the answer to its 1st create configmaps (not a subresource), reconnecting to an apiserver that has not seen that write, 1.00s behind"},
+	} {
+		if !slices.Contains(got[want.key], want.seed) {
+			t.Errorf("%s: no seed anchored to the client's 1st create of a resource (%q): %v", want.key, want.seed, got[want.key])
+		}
 	}
 	if !slices.Contains(got["composed slow"], "t+0.00s–2.00s slow the answer to replica-0's 1st write by 1.60s") {
 		t.Errorf("slow seeds: %v", got["composed slow"])
