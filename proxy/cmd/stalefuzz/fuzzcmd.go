@@ -119,9 +119,11 @@ of alike names aside) and counts a later one apart as a repeat. A target
 with a budget (executions longer than the 10 s go test -fuzz allows an
 input) runs under stalefuzz's own driver instead (package fuzz/longrun):
 the same seeds, oracles, findings, corpus format and --search-on, one
-process with its own control plane per worker; --shard does not apply. The
-exit status is 0 with no finding, 1 with a finding, 2 for a usage or
-harness error (nothing was judged).`,
+process with its own control plane per worker; --shard does not apply.
+When go test -fuzz kills a worker (an input over its 10 s, on a loaded
+machine), that input is kept as a harness error and the campaign goes on
+for the time left. The exit status is 0 with no finding, 1 with a finding,
+2 for a usage or harness error (nothing was judged).`,
 		Args: exactArgs("TARGET.yaml"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if workers < 1 {
@@ -347,10 +349,12 @@ type campaign struct {
 // and returns its output and its last exit status. When it stopped because
 // it killed a worker (an input over its 10 s, a machine too loaded to answer
 // in time), it says so as a harness error, with the input keep kept (keep
-// moves it out of the corpus go test would run first, and says where); a
-// searching-on campaign then runs it again from the same corpus for the
-// time left, up to maxRuns runs, unless interrupted or under 30 s are left.
-func fuzzUntil(ctx context.Context, stdout io.Writer, deadline time.Time, searchOn bool, run func(fuzztime time.Duration) (string, int, error), keep func(input string) string) (out string, status int, err error) {
+// moves it out of the corpus go test would run first, and says where); the
+// campaign then runs it again from the same corpus for the time left, up to
+// maxRuns runs, unless interrupted or under 30 s are left: a worker killed
+// on a loaded machine is a harness error, and neither a finding nor the end
+// of the search (a campaign that stops at its first finding has none yet).
+func fuzzUntil(ctx context.Context, stdout io.Writer, deadline time.Time, run func(fuzztime time.Duration) (string, int, error), keep func(input string) string) (out string, status int, err error) {
 	for n := 1; ; n++ {
 		o, st, err := run(time.Until(deadline).Round(time.Second))
 		if err != nil {
@@ -362,7 +366,7 @@ func fuzzUntil(ctx context.Context, stdout io.Writer, deadline time.Time, search
 			return out, status, nil
 		}
 		fmt.Fprintf(stdout, "harness: go test -fuzz stopped: %s, at the input kept in %s: a harness error, not a finding", m[1], keep(m[2]))
-		if !searchOn || interrupted.Load() || ctx.Err() != nil || time.Until(deadline) < 30*time.Second || n == maxRuns {
+		if interrupted.Load() || ctx.Err() != nil || time.Until(deadline) < 30*time.Second || n == maxRuns {
 			fmt.Fprintln(stdout)
 			return out, status, nil
 		}
@@ -370,8 +374,8 @@ func fuzzUntil(ctx context.Context, stdout io.Writer, deadline time.Time, search
 	}
 }
 
-// maxRuns bounds how many times a searching-on campaign runs go test
-// -fuzz again after it killed a worker.
+// maxRuns bounds how many times a campaign runs go test -fuzz again after
+// it killed a worker.
 const maxRuns = 5
 
 // interrupted says the user interrupted this process (runBinary passed the
@@ -451,7 +455,7 @@ func runCampaign(ctx context.Context, stdout, stderr io.Writer, c campaign) erro
 		fmt.Fprintf(stderr, "stalefuzz: %s's executions may last %v (its budget), over the 10 s go test -fuzz allows an input: the campaign runs under stalefuzz's own driver (package fuzz/longrun), in Go's corpus format\n", c.file, long)
 		out, status, err = runLong(ctx, rp, stdout, bin, work, camp, c, []string{"STALEFUZZ_TARGET=" + abs, "STALEFUZZ_FINDINGS=" + findings, "STALEFUZZ_CAMPAIGN=" + camp})
 	} else {
-		out, status, err = fuzzUntil(ctx, stdout, time.Now().Add(c.duration), c.searchOn, func(fuzztime time.Duration) (string, int, error) {
+		out, status, err = fuzzUntil(ctx, stdout, time.Now().Add(c.duration), func(fuzztime time.Duration) (string, int, error) {
 			cmd := exec.CommandContext(ctx, bin, "-test.run=^$", "-test.fuzz=^"+driverFn+"$", "-test.fuzztime="+fuzztime.String(),
 				"-test.fuzzminimizetime=10x", "-test.parallel="+strconv.Itoa(c.workers), "-test.fuzzcachedir="+filepath.Join(work, ".fuzzcache"))
 			cmd.Dir = work

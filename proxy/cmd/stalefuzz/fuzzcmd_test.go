@@ -501,28 +501,27 @@ func TestKeepHung(t *testing.T) {
 	}
 }
 
-// TestFuzzUntil: searching on, a run of go test -fuzz that killed a worker
-// is reported as a harness error with its input kept, and go test -fuzz
-// runs again for the time left, until a run ends otherwise; without
-// --search-on, or with under 30 s left, it is reported and not run again.
+// TestFuzzUntil: a run of go test -fuzz that killed a worker is reported
+// as a harness error with its input kept, and go test -fuzz runs again for
+// the time left, until a run ends otherwise (with or without --search-on:
+// a campaign that stops at its first finding has none yet); with under
+// 30 s left, it is reported and not run again.
 func TestFuzzUntil(t *testing.T) {
 	hung := "--- FAIL: FuzzTarget (1.00s)\n    fuzzing process hung or terminated unexpectedly: exit status 2\n    Failing input written to testdata/fuzz/FuzzTarget/aa\n"
 	for _, c := range []struct {
-		name     string
-		searchOn bool
-		left     time.Duration
-		runs     int
+		name string
+		left time.Duration
+		runs int
 	}{
-		{"searching on", true, 10 * time.Minute, 3},
-		{"not searching on", false, 10 * time.Minute, 1},
-		{"too little time left", true, 20 * time.Second, 1},
+		{"time left", 10 * time.Minute, 3},
+		{"too little time left", 20 * time.Second, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var times []time.Duration
 			outs := []string{hung, hung, "PASS\n"}
 			var kept []string
 			var stdout strings.Builder
-			out, status, err := fuzzUntil(t.Context(), &stdout, time.Now().Add(c.left), c.searchOn, func(fuzztime time.Duration) (string, int, error) {
+			out, status, err := fuzzUntil(t.Context(), &stdout, time.Now().Add(c.left), func(fuzztime time.Duration) (string, int, error) {
 				times = append(times, fuzztime)
 				o := outs[len(times)-1]
 				if o == hung {
