@@ -193,6 +193,14 @@ func (e *Environment) Start() (retErr error) {
 
 	cfg, err := env.Start()
 	if err != nil {
+		// A start that failed after envtest made its webhook certificates
+		// (a CRD the apiserver refused, say) leaves their directory, which
+		// only envtest's Stop removes, and Stop is not called on a control
+		// plane that never started.
+		if certs := env.WebhookInstallOptions.LocalServingCertDir; certs != "" {
+			env.WebhookInstallOptions.LocalServingCertDir = ""
+			err = errors.Join(err, os.RemoveAll(certs))
+		}
 		return fmt.Errorf("unable to start control plane from %s: %w", dir, err)
 	}
 	e.Config = cfg

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -74,6 +75,35 @@ func TestStartStop(t *testing.T) {
 		t.Errorf("second stop: %v", err)
 	}
 	waitGone(t, pids)
+}
+
+// TestFailedStartLeavesNothing: a start that fails after the apiserver
+// ran (a CRD it refuses) leaves no process and nothing in $TMPDIR, not even
+// envtest's webhook certificate directory (envtest-serving-certs-*).
+func TestFailedStartLeavesNothing(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	bad := &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", Labels: map[string]string{"app": "{{ .Release.Name }}"}},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Widget", Plural: "widgets"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}},
+		},
+	}
+	env := &controlplane.Environment{}
+	env.CRDs.CRDs = []*apiextensionsv1.CustomResourceDefinition{bad}
+	err := env.Start()
+	if err == nil || !strings.Contains(err.Error(), "widgets.example.com") {
+		_ = env.Stop()
+		t.Fatalf("start with a CRD the apiserver refuses: got %v, want an error naming it", err)
+	}
+	left, _ := os.ReadDir(tmp)
+	for _, e := range left {
+		t.Errorf("left in $TMPDIR after a failed start: %s", e.Name())
+	}
 }
 
 // TestRestartAPIServer stops kube-apiserver alone and starts it again: it
