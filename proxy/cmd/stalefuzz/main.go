@@ -10,12 +10,22 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 func main() {
+	quietLog()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// quietLog gives controller-runtime's global logger a sink that discards.
+// The command never logs through it, but envtest does (reading a target's
+// CRDs, for one): its first use 30 s or more after the process began (a
+// target's first build takes minutes) would print controller-runtime's
+// "log.SetLogger(...) was never called" and a 20-line stack.
+func quietLog() { ctrllog.SetLogger(logr.Discard()) }
 
 // run executes the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {

@@ -2,14 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // runIn runs the command line in this process and returns its exit status,
@@ -179,5 +184,38 @@ func mustWrite(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// quietLogChild makes this test binary, run as a child, the command's
+// process as main starts it, using controller-runtime's logger late.
+const quietLogChild = "STALEFUZZ_TEST_QUIETLOG_CHILD"
+
+// TestQuietLogNoStack runs this test binary as a child that does what main
+// does first (quietLog) and then logs through controller-runtime's global
+// logger 31 s after it began, as envtest's CRD reading does after a
+// target's first build: no "log.SetLogger(...) was never called" stack.
+// Without quietLog the child prints it. It takes about 31 s.
+func TestQuietLogNoStack(t *testing.T) {
+	if os.Getenv(quietLogChild) != "" {
+		quietLog()
+		<-time.After(31 * time.Second)
+		ctrllog.Log.Info("late")
+		fmt.Println("logged late")
+		return
+	}
+	if testing.Short() {
+		t.Skip("waits 31 s for controller-runtime's deadline")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestQuietLogNoStack$", "-test.count=1")
+	cmd.Env = append(os.Environ(), quietLogChild+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "logged late") {
+		t.Fatalf("child logging 31 s after its start: err %v; output:\n%s", err, out)
+	}
+	if strings.Contains(string(out), "was never called") {
+		t.Errorf("child logging 31 s after its start, after quietLog: controller-runtime printed its stack:\n%s", out)
 	}
 }
