@@ -166,7 +166,9 @@
 // controller owner, judged on the apiserver's own history from a direct
 // watch, against a limit given or learned from two no-fault reference runs
 // per knob setting), end state (Scenario.EndStates: a settled run's
-// objects against the same reference runs, where those agree), stale self-view
+// objects against the same reference runs, where those agree; the elements
+// of a list its CRD declares x-kubernetes-list-type: map are matched by their
+// keys, not their order), stale self-view
 // (Scenario.StaleSelfView: a stored write sent from a view older than its
 // writer's own last acknowledged write to the object, audit.SelfStale, that
 // replaced a value of that write which no later write restored; every

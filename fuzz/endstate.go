@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,7 +24,10 @@ import (
 // managedFields, and every field whose name ends in Time or Timestamp).
 // Objects are matched by name, or, for a generated name, by their
 // controller owner and generateName, in the order of their contents (a
-// replica index orders them; a random suffix does not). A name a client
+// replica index orders them; a random suffix does not). The elements of a
+// list the kind's CRD declares x-kubernetes-list-type: map are matched by
+// their x-kubernetes-list-map-keys, not by their order (a ServiceMonitor's
+// status.bindings, which two Prometheus append to in either order). A name a client
 // generated itself the way generateName does ("prefix-" and five
 // characters of apimachinery's random alphabet) counts as generated. Two runs cannot
 // show every nondeterminism (which of two workers a scale-down deletes at
@@ -56,18 +60,18 @@ func (e *Env) endSnapshot(ctx context.Context, ns string, gvk schema.GroupVersio
 	if err := e.direct.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("end-state oracle: unable to list %s in %s: %w", gvk.Kind, ns, err)
 	}
-	return endKeyed(list.Items, ignore), nil
+	return endKeyed(list.Items, ignore, flattener{lists: e.listMaps[gvk], ns: ns}), nil
 }
 
 // endKeyed flattens objects and keys them: by name, or, for a generated
 // name (generateName, or a name a client generated the same way:
 // clientGeneratedPrefix), by owner, prefix and index.
-func endKeyed(items []unstructured.Unstructured, ignore []string) endObjects {
+func endKeyed(items []unstructured.Unstructured, ignore []string, f flattener) endObjects {
 	out := endObjects{}
 	groups := map[string][]map[string]string{} // generated names, by owner and generateName
 	for _, o := range items {
 		flat := map[string]string{}
-		flatten("", o.Object, flat)
+		f.flatten("", "", o.Object, flat)
 		for p := range flat {
 			for _, ig := range ignore {
 				if p == ig || strings.HasPrefix(p, ig+".") || strings.HasPrefix(p, ig+"[") {
@@ -157,20 +161,40 @@ func volatile(path string) bool {
 	return false
 }
 
-// flatten writes v's leaves under prefix into out, as JSON.
-func flatten(prefix string, v any, out map[string]string) {
+// flatten writes v's leaves under prefix into out, as JSON, each list's
+// elements by index.
+func flatten(prefix string, v any, out map[string]string) { flattener{}.flatten(prefix, "", v, out) }
+
+// flattener flattens an object of a kind whose schema declares lists of
+// type map (listMaps): their elements are named by their keys, not by
+// their index, as the apiserver itself tells them apart, so that two runs
+// whose writers appended the same entries in another order (two
+// Prometheus bound to one ServiceMonitor, each adding its binding to
+// status.bindings) hold the same paths. Its zero value names every
+// element by index.
+type flattener struct {
+	lists listMaps
+	// ns is the execution's namespace: a key's value equal to it is
+	// written "$(namespace)", so that runs in other namespaces match.
+	ns string
+}
+
+// flatten writes v's leaves under prefix into out; at is prefix without
+// its elements' names, the path of v in the kind's schema.
+func (f flattener) flatten(prefix, at string, v any, out map[string]string) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, c := range t {
-			p := k
+			p, a := k, k
 			if prefix != "" {
-				p = prefix + "." + k
+				p, a = prefix+"."+k, at+"."+k
 			}
-			flatten(p, c, out)
+			f.flatten(p, a, c, out)
 		}
 	case []any:
+		names := f.elementNames(at, t)
 		for i, c := range t {
-			flatten(fmt.Sprintf("%s[%d]", prefix, i), c, out)
+			f.flatten(prefix+names[i], at, c, out)
 		}
 		if len(t) == 0 {
 			out[prefix] = "[]"
@@ -181,6 +205,94 @@ func flatten(prefix string, v any, out map[string]string) {
 		}
 		b, _ := json.Marshal(t)
 		out[prefix] = string(b)
+	}
+}
+
+// elementNames names the elements of the list at schema path at:
+// "[key=value,...]" with the keys its schema declares, when every element
+// has them as scalars and no two share them; "[i]" otherwise.
+func (f flattener) elementNames(at string, list []any) []string {
+	names := make([]string, len(list))
+	keys := f.lists[at]
+	seen := map[string]bool{}
+	for i, c := range list {
+		m, ok := c.(map[string]any)
+		if !ok || len(keys) == 0 {
+			return indexNames(list)
+		}
+		var b strings.Builder
+		for j, k := range keys {
+			v, ok := m[k]
+			switch v.(type) {
+			case string, bool, int64, float64:
+			default:
+				ok = false
+			}
+			if !ok {
+				return indexNames(list)
+			}
+			s := fmt.Sprint(v)
+			if f.ns != "" && s == f.ns {
+				s = "$(namespace)"
+			}
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(k + "=" + s)
+		}
+		if seen[b.String()] {
+			return indexNames(list)
+		}
+		seen[b.String()] = true
+		names[i] = "[" + b.String() + "]"
+	}
+	return names
+}
+
+func indexNames(list []any) []string {
+	names := make([]string, len(list))
+	for i := range list {
+		names[i] = fmt.Sprintf("[%d]", i)
+	}
+	return names
+}
+
+// listMaps are the lists of one kind's schema declared
+// x-kubernetes-list-type: map: their path (dotted, no element names) →
+// x-kubernetes-list-map-keys.
+type listMaps map[string][]string
+
+// crdListMaps reads the list maps of every version of crds' kinds.
+func crdListMaps(crds []*apiextensionsv1.CustomResourceDefinition) map[schema.GroupVersionKind]listMaps {
+	out := map[schema.GroupVersionKind]listMaps{}
+	for _, crd := range crds {
+		for _, v := range crd.Spec.Versions {
+			if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+				continue
+			}
+			lm := listMaps{}
+			walkListMaps("", v.Schema.OpenAPIV3Schema, lm)
+			if len(lm) > 0 {
+				out[schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}] = lm
+			}
+		}
+	}
+	return out
+}
+
+func walkListMaps(at string, s *apiextensionsv1.JSONSchemaProps, out listMaps) {
+	for name, p := range s.Properties {
+		a := name
+		if at != "" {
+			a = at + "." + name
+		}
+		walkListMaps(a, &p, out)
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		if s.XListType != nil && *s.XListType == "map" && len(s.XListMapKeys) > 0 {
+			out[at] = s.XListMapKeys
+		}
+		walkListMaps(at, s.Items.Schema, out)
 	}
 }
 

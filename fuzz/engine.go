@@ -98,8 +98,11 @@ type Env struct {
 	// Ready is how long NewEnv took, by part.
 	Ready Readiness
 
-	crds  []*apiextensionsv1.CustomResourceDefinition // the scenario's, installed
-	ownCP bool                                        // false: the control plane is Main's, shared
+	crds []*apiextensionsv1.CustomResourceDefinition // the scenario's, installed
+	// listMaps are the crds' lists of type map, by kind: the end-state
+	// oracle names their elements by key (flattener).
+	listMaps map[schema.GroupVersionKind]listMaps
+	ownCP    bool // false: the control plane is Main's, shared
 }
 
 // Readiness is where an Env's start went: the control plane (started, or
@@ -138,6 +141,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	began := time.Now()
 	var err error
 	e.cp, e.crds, e.ownCP, err = controlPlane(envtest.CRDInstallOptions{CRDs: s.CRDs, Paths: s.CRDPaths, ErrorIfPathMissing: true}, s.APIServerFeatureGates, share && len(s.APIServerFeatureGates) == 0)
+	e.listMaps = crdListMaps(e.crds)
 	if err != nil {
 		return nil, err
 	}
