@@ -250,8 +250,10 @@ type NodeStep struct {
 }
 
 // Apply creates the objects of a manifest (YAML, one or more documents) in
-// the execution's namespace, or updates those that exist. Exactly one of
-// File and Manifest.
+// the execution's namespace, or patches those that exist with it: a JSON
+// merge patch with no resourceVersion, the fields kubectl apply sends, so
+// that a controller's write in between is no conflict and its finalizers,
+// labels and annotations stay. Exactly one of File and Manifest.
 type Apply struct {
 	File     string `yaml:"file"`
 	Manifest string `yaml:"manifest"`

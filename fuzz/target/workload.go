@@ -145,7 +145,9 @@ func namespaced(x *fuzz.Exec, u *unstructured.Unstructured) error {
 	return nil
 }
 
-// apply creates each object of manifest, or updates it where it exists.
+// apply creates each object of manifest, or, where it exists, patches it
+// with the manifest (a JSON merge patch, no resourceVersion: kubectl
+// apply's fields, never a 409).
 func apply(ctx context.Context, x *fuzz.Exec, manifest string) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
 	for {
@@ -161,14 +163,18 @@ func apply(ctx context.Context, x *fuzz.Exec, manifest string) error {
 		if err := namespaced(x, u); err != nil {
 			return err
 		}
-		err := x.Direct.Create(ctx, u)
+		body, err := json.Marshal(u.Object)
+		if err != nil {
+			return fmt.Errorf("unable to encode %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		err = x.Direct.Create(ctx, u)
 		if apierrors.IsAlreadyExists(err) {
-			cur := &unstructured.Unstructured{}
-			cur.SetGroupVersionKind(u.GroupVersionKind())
-			if err = x.Direct.Get(ctx, client.ObjectKeyFromObject(u), cur); err == nil {
-				u.SetResourceVersion(cur.GetResourceVersion())
-				err = x.Direct.Update(ctx, u)
-			}
+			// What kubectl apply sends for the fields a manifest sets: a
+			// patch with no resourceVersion, so that a controller's write
+			// in between (a status, a finalizer) is no 409, and what the
+			// manifest does not set (a controller's finalizer, labels and
+			// annotations) stays, where an update would remove it.
+			err = x.Direct.Patch(ctx, u, client.RawPatch(types.MergePatchType, body))
 		}
 		if err != nil {
 			return fmt.Errorf("unable to apply %s %s: %w", u.GetKind(), u.GetName(), err)
