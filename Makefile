@@ -83,7 +83,7 @@ lint: ## gofmt, and go vet for this platform and for darwin/amd64 and darwin/arm
 	GOOS=darwin GOARCH=arm64 $(GO) vet ./...
 	GOOS=darwin GOARCH=amd64 $(GO) vet ./...
 
-.PHONY: recall recall-argo recall-kcm recall-certmanager truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-nodezones truth-table-kuberay
+.PHONY: recall recall-argo recall-argo-experiment recall-kcm recall-certmanager recall-promop truth-table false-alarms-targets fuzz-target false-alarms sweep-figures picture demo fuzz fuzz-fluxcd-lag fuzz-fluxcd-loss fuzz-contention fuzz-figures fuzz-kcm kcm-figures truth-table-kcm truth-table-nodelifecycle truth-table-nodezones truth-table-kuberay
 picture: deps assets ## replay the README's finding, check its picture in headless Chromium, render it to scenarios/contention/finding.png
 	@hack/picture.sh
 
@@ -155,12 +155,23 @@ recall-argo: ## Argo Rollouts' positive control, argo-rollouts#4073 at v1.9.1 an
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.9.1
 	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/workflows.yaml VERSION=v1.10.2
 
+recall-argo-experiment: ## Argo Rollouts' positive controls in experiments, argo-rollouts#4804 (an AnalysisRun missing from the cache) and #4842 (a ReplicaSet's AlreadyExists with the cache still without it) at v1.9.1 and v1.10.2 with targets/experiment.yaml (scenarios/argorollouts/README.md, "Recall: experiments")
+	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/experiment.yaml VERSION=v1.9.1
+	@$(MAKE) --no-print-directory recall TARGET=scenarios/argorollouts/targets/experiment.yaml VERSION=v1.10.2
+
 KCM_RECALL ?= job replicaset daemonset
 recall-kcm: ## kube-controller-manager's positive controls, KEP-5647's fixes (kubernetes#137210 Job, #137212 ReplicaSet, #134937 DaemonSet) at v1.35.4 and v1.37.1 with targets/$(KCM_RECALL).yaml (scenarios/kcm/README.md, "Recall"; KCM_RECALL=job for one); RECALL_KNOWN=scenarios/kcm/targets/testdata/known-restarts.yaml searches past the restart duplicate (not the method)
 	@for t in $(KCM_RECALL); do for v in v1.35.4 v1.37.1; do $(MAKE) --no-print-directory recall TARGET=scenarios/kcm/targets/$$t.yaml VERSION=$$v || exit 1; done; done
 
 recall-certmanager: assets ## cert-manager's positive control, cert-manager#4956 (two CertificateRequests for one revision after a lost answer) at v1.12.14 and v1.13.0 (StableCertificateRequestName on by default): the target file without its known findings, its controller main built against each release (hack/recall-certmanager.sh; RECALL_SUPPLEMENTARY=1 keeps the known findings: the hunt's file as it is, not the method) (scenarios/certmanager/README.md, "Recall")
 	hack/recall-certmanager.sh
+
+# GONOSUMDB: the checksum database the module proxy here answers for does
+# not list v0.86.1 (404); the proxy serves its zip, which go then trusts
+# without a sumdb line (v0.86.2 and v0.87.0, the releases either side of
+# the fix, are refused outright: 403).
+recall-promop: assets ## prometheus-operator's positive control, prometheus-operator#8028 (concurrent binding patches on a ServiceMonitor's status overwrite each other) at v0.86.1 and v0.87.1 with targets/bindings.yaml (scenarios/prometheusoperator/README.md, "Recall")
+	@for v in v0.86.1 v0.87.1; do GONOSUMDB=github.com/prometheus-operator $(MAKE) --no-print-directory recall TARGET=scenarios/prometheusoperator/targets/bindings.yaml VERSION=$$v || exit 1; done
 
 TRUTH_TABLE_RUNS ?= 2
 TRUTH_TABLE_SETTINGS ?= 0
