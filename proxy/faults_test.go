@@ -239,12 +239,15 @@ var _ = Describe("Expire", func() {
 
 			var expired *trace.Request
 			reqs := requestsOf(name)
+			n := 0
 			for i, r := range reqs {
 				if r.FaultKind == trace.FaultExpire {
 					expired = &reqs[i]
+					n++
 				}
 			}
 			Expect(expired).NotTo(BeNil(), "a re-watch was expired")
+			Expect(n).To(Equal(1), "only the re-watch from before the relist meets 410: the watch from the relist's fresh resourceVersion is within the apiserver's watch cache")
 			Expect(expired.Verb).To(Equal("watch"))
 			var gone bool
 			for _, e := range eventsOf(name) {

@@ -105,7 +105,7 @@ func (c *Client) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.trace.AddRequest(ex.rec)
 		panic(http.ErrAbortHandler) // no answer at all, not an empty one
 	}
-	if v := p.rules.Load().decideRequest(requestOf(c.Name, info, r), ex.rec.Start); v.rule >= 0 {
+	if v := p.rules.Load().decideRequest(requestOf(c.Name, info, r), ex.rec.Start, p.clock.latestN()); v.rule >= 0 {
 		ex.rule = v.rule
 		ex.rec.Rule = &v.rule
 		switch v.action {
@@ -308,11 +308,13 @@ var (
 func requestOf(client string, info *request.RequestInfo, r *http.Request) call {
 	q := r.URL.Query()
 	rv := q.Get("resourceVersion")
+	n, _ := strconv.ParseUint(rv, 10, 64)
 	return call{
 		client: client, verb: info.Verb, resource: info.Resource, subresource: info.Subresource,
 		namespace: info.Namespace, name: info.Name,
 		watchList: q.Get("sendInitialEvents") == "true",
 		resumes:   rv != "" && rv != "0",
+		rv:        n,
 		continues: q.Get("continue") != "",
 		dryRun:    isDryRun(r, info.Verb),
 	}

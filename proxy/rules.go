@@ -47,7 +47,12 @@ const (
 	// (JSON or protobuf, as negotiated). client-go's reflector then relists
 	// after its backoff (0.8 s and more), and the states between the last
 	// event it saw and that list are never observed. Matched by request time
-	// on Client, Resource and Namespace. Real cause: etcd compaction, a watch
+	// on Client, Resource and Namespace, and by resourceVersion: the first
+	// watch it matches sets where the apiserver's watch cache now begins (the
+	// newest resourceVersion the proxy had seen), and a watch from there or
+	// later (after a relist from a current apiserver) is served; one from
+	// an older list (a relist from a lagging apiserver, Rewind) meets 410
+	// again. Real cause: etcd compaction, a watch
 	// cache whose window no longer holds the client's resourceVersion (after
 	// a long disconnect, or on another apiserver).
 	Expire
@@ -321,6 +326,10 @@ type ruleState struct {
 	Rule
 	matched atomic.Int64 // for After
 	fired   sync.Map     // Break: "client|resource"; actions on writes: client. At most once each.
+	// floors is, for Expire, per "client|resource", the newest
+	// resourceVersion the proxy had seen when the rule first matched a
+	// watch of it: the oldest its apiserver's watch cache still holds.
+	floors sync.Map
 }
 
 func newRuleSet(mark time.Time, rules []Rule) *ruleSet {
@@ -392,15 +401,17 @@ func (rs *ruleSet) decide(e event, t time.Time) verdict {
 type call struct {
 	client, verb, resource, subresource, namespace, name string
 
-	watchList bool // a watch with sendInitialEvents=true
-	resumes   bool // a watch from a resourceVersion (not "" or "0")
-	continues bool // a list page after the first
-	dryRun    bool // a write with dryRun=All: nothing is persisted
+	watchList bool   // a watch with sendInitialEvents=true
+	resumes   bool   // a watch from a resourceVersion (not "" or "0")
+	rv        uint64 // the resourceVersion it resumes from, when numeric
+	continues bool   // a list page after the first
+	dryRun    bool   // a write with dryRun=All: nothing is persisted
 }
 
 // decideRequest returns the verdict of the first request rule matching q
-// starting at t. No match: rule -1.
-func (rs *ruleSet) decideRequest(q call, t time.Time) verdict {
+// starting at t, latest being the newest resourceVersion the proxy has
+// seen (0: none). No match: rule -1.
+func (rs *ruleSet) decideRequest(q call, t time.Time, latest uint64) verdict {
 	if rs == nil {
 		return verdict{rule: -1}
 	}
@@ -424,6 +435,17 @@ func (rs *ruleSet) decideRequest(q call, t time.Time) verdict {
 		switch r.Action {
 		case Expire:
 			if q.verb != "watch" || q.watchList || !q.resumes {
+				continue
+			}
+			// An apiserver answers 410 to a watch from a resourceVersion
+			// older than its watch cache holds: the first such watch in
+			// the window sets where that cache begins (everything the
+			// proxy had seen by then, as after a compaction), and a watch
+			// from there or later (after the client relisted) is served.
+			// Without this floor a relist's fresh resourceVersion met 410
+			// again for the whole window, an outage no apiserver makes.
+			f, _ := r.floors.LoadOrStore(q.client+"|"+q.resource, latest)
+			if q.rv != 0 && q.rv >= f.(uint64) {
 				continue
 			}
 		case Rewind:

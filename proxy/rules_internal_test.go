@@ -29,8 +29,44 @@ func TestCollectionRequestsMatchNamespacedReadFaults(t *testing.T) {
 		{call{client: "kcm", verb: "create", resource: "pods"}, -1}, // a write is matched strictly
 		{call{client: "kcm", verb: "create", resource: "pods", namespace: "ns"}, 2},
 	} {
-		if got := rs.decideRequest(c.q, at).rule; got != c.want {
+		if got := rs.decideRequest(c.q, at, 0).rule; got != c.want {
 			t.Errorf("%+v: rule %d, want %d", c.q, got, c.want)
 		}
+	}
+}
+
+// TestExpireFloor: an Expire answers 410 to watches that resume from a
+// resourceVersion older than the newest the proxy had seen when the rule
+// first matched a watch of that client and resource (where its apiserver's
+// watch cache now begins), and serves a watch from there or later: the
+// re-watch after a relist, and a watch from the newest resourceVersion.
+func TestExpireFloor(t *testing.T) {
+	mark := time.Now()
+	rs := newRuleSet(mark, []Rule{{Client: "op", Action: Expire, Resource: "prometheuses", Namespace: "ns", To: time.Minute}})
+	at := mark.Add(time.Second)
+	watch := func(rv uint64) call {
+		return call{client: "op", verb: "watch", resource: "prometheuses", namespace: "ns", resumes: true, rv: rv}
+	}
+	for _, c := range []struct {
+		name       string
+		q          call
+		latest     uint64
+		wantExpire bool
+	}{
+		{"the re-watch from before the break", watch(100), 120, true},
+		{"the re-watch after the relist", watch(125), 130, false},
+		{"a watch from before the floor, later", watch(119), 140, true},
+		{"a watch from the floor", watch(120), 140, false},
+	} {
+		if got := rs.decideRequest(c.q, at, c.latest).rule == 0; got != c.wantExpire {
+			t.Errorf("%s (rv %d, latest %d): expired %v, want %v", c.name, c.q.rv, c.latest, got, c.wantExpire)
+		}
+	}
+	// Another client's floor is its own: first seen at latest 150.
+	other := watch(150)
+	other.client = "kcm"
+	rs2 := newRuleSet(mark, []Rule{{Action: Expire, Resource: "prometheuses", Namespace: "ns", To: time.Minute}})
+	if rs2.decideRequest(other, at, 150).rule == 0 {
+		t.Errorf("a watch from the newest resourceVersion the proxy has seen was expired")
 	}
 }

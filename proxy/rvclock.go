@@ -59,3 +59,13 @@ func (c *rvClock) latest() string {
 	}
 	return strconv.FormatUint(c.rvs[len(c.rvs)-1], 10)
 }
+
+// latestN returns the newest resourceVersion seen, 0 if none.
+func (c *rvClock) latestN() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.rvs) == 0 {
+		return 0
+	}
+	return c.rvs[len(c.rvs)-1]
+}
