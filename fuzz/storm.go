@@ -133,12 +133,15 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 // where the reference runs did, no fault is there to blame, only a slower
 // machine (prometheus-operator campaign 10: the operator's no-op updates
 // after each StatefulSet status write went on for 1.2 s at load average 4),
-// so it stays unsettled, a harness error, never a finding.
+// so it stays unsettled, a harness error, never a finding. So does a
+// schedule none of whose steps acted (faultsActed): a delay of 0 s, a hold
+// of events that never came (prometheus-operator's bindings target: "delay
+// 0.00s ADDED statefulsets" reported as a storm at load average 7).
 func (e *Env) judgeStorm(ctx context.Context, res *Result) bool {
 	if res.storm == "" || slices.ContainsFunc(res.Violations, func(v Violation) bool { return v.Oracle == "convergence" }) {
 		return false // the convergence violation already says it
 	}
-	if len(res.Schedule.Steps) == 0 {
+	if len(res.Schedule.Steps) == 0 || !faultsActed(res) {
 		return false
 	}
 	ref := e.learnedReference(ctx, res.Schedule.Knobs)
@@ -147,4 +150,26 @@ func (e *Env) judgeStorm(ctx context.Context, res *Result) bool {
 	}
 	res.violate("storm", fmt.Sprintf("the run never settled: %s; the no-fault reference runs of these knob settings settled", res.storm))
 	return true
+}
+
+// faultsActed reports whether a step of the execution's schedule did
+// anything: a restart; an event a rule decided that was not handed on at
+// once (released 1 ms or more after it arrived, or dropped, broken,
+// aborted, still pending); a request a rule answered or changed. A
+// schedule none of whose steps acted ran as a no-fault run does.
+func faultsActed(res *Result) bool {
+	if len(res.Restarts) > 0 {
+		return true
+	}
+	for _, ev := range res.Trace.Events {
+		if ev.Rule >= 0 && (ev.Fate != trace.Released || ev.Released.Sub(ev.Arrived) >= time.Millisecond) {
+			return true
+		}
+	}
+	for _, r := range res.Trace.Requests {
+		if r.FaultKind != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -99,22 +99,54 @@ func TestRetryBackoffFollowsClientGosRateLimiter(t *testing.T) {
 }
 
 // A run that never settled is a storm only when its schedule has a fault
-// to blame: a no-fault schedule that does not settle where the reference
-// runs did met a slower machine, and stays a harness error.
+// to blame that acted: a no-fault schedule, or one whose fault did nothing
+// (a relist rule that met no watch), that does not settle where the
+// reference runs did met a slower machine, and stays a harness error.
 func TestStormNeedsAFault(t *testing.T) {
 	knobs := map[string]int{"action": 2}
 	e := &Env{learnedRefs: map[string]*learned{fmt.Sprint(knobs): {settled: true}}}
+	relist := []Step{{Client: "c", Action: proxy.Expire, Length: time.Second}}
+	expired := trace.Trace{Requests: []trace.Request{{Client: "c", Verb: "watch", FaultKind: trace.FaultExpire}}}
 	for _, c := range []struct {
 		name  string
 		steps []Step
+		tr    trace.Trace
 		want  bool
 	}{
-		{"no fault", nil, false},
-		{"a relist", []Step{{Client: "c", Action: proxy.Expire, Length: time.Second}}, true},
+		{"no fault", nil, trace.Trace{}, false},
+		{"a relist", relist, expired, true},
+		{"a relist that met no watch", relist, trace.Trace{}, false},
 	} {
-		res := &Result{Schedule: Schedule{Knobs: knobs, Steps: c.steps}, storm: "its controllers kept writing without progress"}
+		res := &Result{Schedule: Schedule{Knobs: knobs, Steps: c.steps}, Trace: c.tr, storm: "its controllers kept writing without progress"}
 		if got := e.judgeStorm(context.Background(), res); got != c.want || (len(res.Violations) > 0) != c.want {
 			t.Errorf("%s: judged a storm %v (violations %v), want %v", c.name, got, res.Violations, c.want)
+		}
+	}
+}
+
+// TestFaultsActed: a schedule acted when an event a rule decided was held
+// back (or dropped), a request was faulted, or a controller restarted; a
+// delay of 0 s that handed every event on at once, and events no rule
+// decided however late, did not act, so a storm cannot be blamed on it.
+func TestFaultsActed(t *testing.T) {
+	at := time.Now()
+	ev := func(rule int, fate trace.Fate, after time.Duration) trace.Event {
+		return trace.Event{Rule: rule, Fate: fate, Arrived: at, Released: at.Add(after)}
+	}
+	for _, c := range []struct {
+		name string
+		res  Result
+		want bool
+	}{
+		{"delay 0 s", Result{Trace: trace.Trace{Events: []trace.Event{ev(0, trace.Released, 20*time.Microsecond)}}}, false},
+		{"late but no rule", Result{Trace: trace.Trace{Events: []trace.Event{ev(-1, trace.Released, time.Second)}}}, false},
+		{"delayed 50 ms", Result{Trace: trace.Trace{Events: []trace.Event{ev(0, trace.Released, 50*time.Millisecond)}}}, true},
+		{"dropped", Result{Trace: trace.Trace{Events: []trace.Event{ev(1, trace.Dropped, 0)}}}, true},
+		{"a faulted request", Result{Trace: trace.Trace{Requests: []trace.Request{{FaultKind: trace.FaultExpire}}}}, true},
+		{"a restart", Result{Restarts: []Restart{{}}}, true},
+	} {
+		if got := faultsActed(&c.res); got != c.want {
+			t.Errorf("%s: faultsActed %v, want %v", c.name, got, c.want)
 		}
 	}
 }
