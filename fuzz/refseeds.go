@@ -38,20 +38,23 @@ const (
 // knob settings and derives, from each run's trace, one schedule per client,
 // watched resource and position in the clean run (right after its Nth
 // MODIFIED, ADDED or DELETED event, or its Nth write) for each action of the
-// space (families): in AnchoredLoss drop, then hold; in Realistic relist,
-// restart right after, restart before the answer, a relist across a
-// DELETED event, ADDED events held, each of the first three onto an
-// apiserver Bounds.MaxDelay behind (Sieve's time travel), break, hold, then
-// DELETED events held, and a restart before the answer onto a lagging
-// apiserver at the client's Nth create of each watched resource; in
-// Composed the answer faults besides, and a lost answer at its Nth create
-// of each watched resource. Each holds
+// space (families): in AnchoredLoss drop, then hold; in Realistic first
+// the client's own writes seen late (every event of a resource it writes
+// held from just before its Nth write of it), then relist, restart right
+// after, restart before the answer, a relist across a DELETED event, ADDED
+// events held, each of the first three onto an apiserver Bounds.MaxDelay
+// behind (Sieve's time travel), break, hold, then DELETED events held, and
+// a restart before the answer onto a lagging apiserver at the client's Nth
+// create of each watched resource; in Composed the answer faults besides,
+// and a lost answer at its Nth create of each watched resource. Each holds
 // its window for Bounds.MaxLength (the scenario's retry span), cut as
 // decoding cuts it. The actions take turns: every action at its first
 // position, stronger actions first, then every action at its next, so that
 // a campaign replaying its corpus meets the likeliest seeds early and a cut
-// list still has every action; within an action, knob settings come before
-// positions. The list is cut so that replaying it takes about
+// list still has every action; within an action, the first knob setting's
+// positions come before the next setting's. The own writes' first turn is
+// every resource each client writes, at its first write of it, besides the
+// limit. The list is cut so that replaying it takes about
 // ReferenceSeedsReplay (a reference run's time plus a window per seed),
 // between MinReferenceSeeds and MaxReferenceSeeds. This is Sieve's learning
 // run, fed to go test -fuzz as seed corpus. In RealisticLatency the first
@@ -96,25 +99,51 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 		latencies = append(latencies, r.latency...)
 	}
 	slices.Sort(latencies)
+	// The own family's first turn is every resource each client writes, at
+	// its first write of it in the first reference run, besides the limit:
+	// one seed per watched resource the controller writes.
+	first := make([]int, len(byFamily))
+	for i, fam := range e.families() {
+		first[i] = 1
+		if fam.own && len(refs) > 0 {
+			n := len(e.ownHeld(refs[0].knobs, refs[0].tr, refs[0].mark, 1))
+			first[i] = max(1, n)
+			limit += n
+		}
+	}
+	out := takeTurns(byFamily, first, limit, e.s.latencySeeds(median(latencies)))
+	return out, nil
+}
+
+// takeTurns lists the families' seeds taking turns, stronger families
+// first: family i gives first[i] seeds in the first turn, one in each
+// later one, until limit seeds are listed or none is left; afterFirst
+// follows the first turn, besides the limit.
+func takeTurns(byFamily [][]Schedule, first []int, limit int, afterFirst []Schedule) []Schedule {
+	next := make([]int, len(byFamily)) // each family's next seed
 	var out []Schedule
 	for n := 0; len(out) < limit; n++ {
 		more := false
-		for _, seeds := range byFamily {
-			if n < len(seeds) && len(out) < limit {
-				out = append(out, seeds[n])
+		for i, seeds := range byFamily {
+			take := 1
+			if n == 0 {
+				take = first[i]
+			}
+			for ; take > 0 && next[i] < len(seeds) && len(out) < limit; take-- {
+				out = append(out, seeds[next[i]])
+				next[i]++
 				more = true
 			}
 		}
 		if n == 0 {
-			latency := e.s.latencySeeds(median(latencies))
-			out = append(out, latency...)
-			limit += len(latency) // besides the anchored seeds
+			out = append(out, afterFirst...)
+			limit += len(afterFirst)
 		}
 		if !more {
 			break
 		}
 	}
-	return out, nil
+	return out
 }
 
 // family is one kind of anchored schedule the reference runs give.
@@ -132,7 +161,21 @@ type family struct {
 	// restarts before its answer, is the classic source of duplicates
 	// (generateName).
 	creates bool
+	// own anchors a Hold to the client's own writes of each watched
+	// resource: every event of that resource (ADDED, MODIFIED, DELETED) the
+	// client is sent from just before its Nth write of it is held, so that
+	// the event of that write, and everything after it on that watch,
+	// reaches the client late: the writer's cache without its own last
+	// write, the window controller expectations exist for (a create whose
+	// ADDED event is late, a status write whose MODIFIED event is late).
+	// Its seeds run resources before positions: every resource the client
+	// writes at its first write of it, then at its second.
+	own bool
 }
+
+// eventKinds are the types an own family's Hold holds: every event that
+// carries an object (not a BOOKMARK, which the trace does not count).
+var eventKinds = []string{"ADDED", "MODIFIED", "DELETED"}
 
 // families are the kinds of anchored schedules of the scenario's space,
 // stronger ones first; none outside AnchoredLoss and Realistic's spaces.
@@ -148,7 +191,7 @@ func (e *Env) families() []family {
 	case AnchoredLoss:
 		return []family{{act: proxy.Drop}, {act: proxy.Hold}}
 	case Realistic, RealisticLatency, Composed:
-		fams := []family{{act: proxy.Expire}, {act: proxy.Freeze, writes: true}, {act: proxy.Cut, writes: true}}
+		fams := []family{{act: proxy.Hold, own: true}, {act: proxy.Expire}, {act: proxy.Freeze, writes: true}, {act: proxy.Cut, writes: true}}
 		if e.s.Space == Composed {
 			fams = append(fams, family{act: proxy.Lose, writes: true}, family{act: proxy.Slow, writes: true, lag: MaxSlowAnswer},
 				family{act: proxy.Lose, writes: true, creates: true})
@@ -176,6 +219,10 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 	fams := e.families()
 	out := make([][]Schedule, len(fams))
 	for i, fam := range fams {
+		if fam.own {
+			out[i] = e.ownHeld(knobs, tr, mark, positions)
+			continue
+		}
 		for _, c := range e.s.Clients {
 			for _, res := range e.s.Resources {
 				typ := or(fam.typ, "MODIFIED")
@@ -209,6 +256,57 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 		}
 	}
 	return out
+}
+
+// ownHeld derives the own family's seeds from one no-fault run: for each
+// position (the client's 1st write of a resource, then its 2nd, ...), each
+// client and each watched resource it wrote that often, a Hold of every
+// event of that resource the client is sent from just before that write,
+// for Bounds.MaxLength cut as decoding cuts it.
+func (e *Env) ownHeld(knobs map[string]int, tr trace.Trace, mark time.Time, positions int) []Schedule {
+	b := e.s.Bounds.orDefault()
+	var out []Schedule
+	for pos := range positions {
+		for _, c := range e.s.Clients {
+			for _, res := range e.s.Resources {
+				writes := ownWrites(tr, c, res, mark)
+				if pos >= len(writes) {
+					continue
+				}
+				st := Step{Client: c, Resource: res, Types: eventKinds, Action: proxy.Hold,
+					After: eventsBefore(tr, c, res, mark, writes[pos]), Length: min(b.MaxLength, b.MaxLagEnd)}
+				out = append(out, Schedule{Knobs: knobs, Steps: []Step{st}})
+			}
+		}
+	}
+	return out
+}
+
+// ownWrites are the start times of the client's writes of resource (any
+// verb, subresources too, not a dry run) after the mark, in order.
+func ownWrites(tr trace.Trace, client, resource string, mark time.Time) []time.Time {
+	var out []time.Time
+	for i := range tr.Requests {
+		r := &tr.Requests[i]
+		if r.Client == client && r.Resource == resource && r.IsWrite() && !r.DryRun && !r.Start.Before(mark) {
+			out = append(out, r.Start)
+		}
+	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out
+}
+
+// eventsBefore is how many events of resource (ADDED, MODIFIED, DELETED)
+// the client was sent after the mark and before t.
+func eventsBefore(tr trace.Trace, client, resource string, mark, t time.Time) int {
+	n := 0
+	for _, ev := range tr.Events {
+		if ev.Client == client && ev.Resource == resource && slices.Contains(eventKinds, ev.Type) &&
+			ev.Fate == trace.Released && !ev.Arrived.Before(mark) && ev.Arrived.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // countEvents is how many events of typ of resource the client was sent

@@ -1,7 +1,9 @@
 package fuzz
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,24 +50,25 @@ func TestAnchoredAtEveryEventType(t *testing.T) {
 				}
 				key := space.String() + " " + st.Action.String()
 				if len(st.Types) > 0 {
-					key += " " + st.Types[0]
+					key += " " + strings.Join(st.Types, "+")
 				}
 				got[key] = append(got[key], st.String())
 			}
 		}
 	}
 	for key, n := range map[string]int{
-		"realistic expire DELETED":  1, // the one after the mark
-		"realistic hold ADDED":      2,
-		"realistic hold DELETED":    1,
-		"realistic expire MODIFIED": 2, // plain and lagging
-		"realistic freeze":          2,
-		"composed lose":             2, // the 1st write, and the 1st create of configmaps
-		"realistic cut":             3, // plain, lagging, and lagging at the 1st create of configmaps
-		"composed slow":             1,
-		"composed reject":           1,
-		"composed reset":            1,
-		"composed expire DELETED":   1,
+		"realistic expire DELETED":              1, // the one after the mark
+		"realistic hold ADDED":                  2,
+		"realistic hold ADDED+MODIFIED+DELETED": 1, // its own create of configmaps seen late
+		"realistic hold DELETED":                1,
+		"realistic expire MODIFIED":             2, // plain and lagging
+		"realistic freeze":                      2,
+		"composed lose":                         2, // the 1st write, and the 1st create of configmaps
+		"realistic cut":                         3, // plain, lagging, and lagging at the 1st create of configmaps
+		"composed slow":                         1,
+		"composed reject":                       1,
+		"composed reset":                        1,
+		"composed expire DELETED":               1,
 	} {
 		if len(got[key]) != n {
 			t.Errorf("%s: %d seeds, want %d: %v", key, len(got[key]), n, got[key])
@@ -87,5 +90,82 @@ func TestAnchoredAtEveryEventType(t *testing.T) {
 	}
 	if !slices.Contains(got["realistic expire DELETED"], "t+0.00s–2.00s break the watch (410 on re-watch: relist) at DELETED configmaps for replica-0") {
 		t.Errorf("relist across a deletion: %v", got["realistic expire DELETED"])
+	}
+}
+
+// TestOwnWritesSeenLate: in Realistic and Composed, the first family holds
+// every event (ADDED, MODIFIED, DELETED) of a resource the client writes
+// from just before its Nth write of it, positions counted per resource and
+// listed resources first; AnchoredLoss has no such seeds.
+func TestOwnWritesSeenLate(t *testing.T) {
+	mark := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return mark.Add(time.Duration(ms) * time.Millisecond) }
+	tr := trace.Trace{
+		Events: []trace.Event{
+			{Client: "replica-0", Resource: "configmaps", Type: "ADDED", Arrived: at(10), Fate: trace.Released},
+			{Client: "replica-0", Resource: "configmaps", Type: "MODIFIED", Arrived: at(20), Fate: trace.Released},
+			{Client: "replica-0", Resource: "configmaps", Type: "DELETED", Arrived: at(40), Fate: trace.Released},
+			{Client: "replica-0", Resource: "configmaps", Type: "MODIFIED", Arrived: at(-10), Fate: trace.Released}, // before the mark
+		},
+		Requests: []trace.Request{
+			{Client: "replica-0", Verb: "create", Resource: "configmaps", Start: at(-5), Code: 201}, // before the mark
+			{Client: "replica-0", Verb: "update", Resource: "configmaps", Subresource: "status", Start: at(25), Code: 200},
+			{Client: "replica-0", Verb: "create", Resource: "configmaps", Start: at(5), Code: 201},
+			{Client: "replica-0", Verb: "get", Resource: "configmaps", Start: at(30), Code: 200},
+		},
+	}
+	for _, space := range []Space{Realistic, Composed, AnchoredLoss} {
+		s := testScenario
+		s.Space = space
+		e := &Env{s: s}
+		var own []string
+		for i, fam := range e.families() {
+			if !fam.own {
+				continue
+			}
+			if i != 0 {
+				t.Errorf("%v: the own writes' family is family %d, want the first", space, i)
+			}
+			for _, sch := range e.anchored(map[string]int{"replicas": 0, "at": 0}, tr, mark, MaxReferencePositions)[i] {
+				if _, err := s.EncodeExactly(sch); err != nil {
+					t.Errorf("%v: seed %s does not round-trip through its input: %v", space, sch, err)
+				}
+				st := sch.Steps[0]
+				own = append(own, fmt.Sprintf("%s %s %v after %d", st.Action, st.Resource, st.Types, st.After))
+			}
+		}
+		want := []string{
+			"hold configmaps [ADDED MODIFIED DELETED] after 0", // from before its create at 5 ms
+			"hold configmaps [ADDED MODIFIED DELETED] after 2", // from before its status update at 25 ms
+		}
+		if space == AnchoredLoss {
+			want = nil
+		}
+		if !slices.Equal(own, want) {
+			t.Errorf("%v: own writes' seeds\n got %q\nwant %q", space, own, want)
+		}
+	}
+}
+
+// TestTakeTurns: families take turns, the first turn giving each family
+// its first count, the seeds after the first turn besides the limit.
+func TestTakeTurns(t *testing.T) {
+	sch := func(n string) Schedule { return Schedule{Knobs: map[string]int{n: 0}} }
+	names := func(ss []Schedule) (out []string) {
+		for _, s := range ss {
+			for k := range s.Knobs {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	by := [][]Schedule{{sch("a1"), sch("a2"), sch("a3")}, {sch("b1"), sch("b2")}, {sch("c1")}}
+	got := names(takeTurns(by, []int{2, 1, 1}, 6, []Schedule{sch("L")}))
+	want := []string{"a1", "a2", "b1", "c1", "L", "a3", "b2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("takeTurns = %v, want %v", got, want)
+	}
+	if got := names(takeTurns(by, []int{1, 1, 1}, 2, nil)); !slices.Equal(got, []string{"a1", "b1"}) {
+		t.Errorf("takeTurns cut at 2 = %v", got)
 	}
 }
