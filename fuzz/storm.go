@@ -3,6 +3,7 @@ package fuzz
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -69,10 +70,20 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 		// the value held just before the last): the field ended on
 		// progress.
 		lastNew bool
+		// returnedAt are the times of the returns.
+		returnedAt []time.Time
+	}
+	// progress is a write that set a field of an object to a value it had
+	// not held since the faults were over.
+	type progress struct {
+		at   time.Time
+		path string
 	}
 	reqs := slices.Clone(tr.Requests)
 	slices.SortStableFunc(reqs, func(a, b trace.Request) int { return a.Start.Compare(b.Start) })
 	hs := map[field]*history{}
+	held := map[field]map[string]bool{} // values without their times
+	progressed := map[trace.Object][]progress{}
 	var order []field
 	for _, r := range reqs {
 		if !r.IsWrite() || r.DryRun || r.Code/100 != 2 || r.Write == nil || r.Start.Before(since) {
@@ -84,7 +95,14 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 			if h == nil {
 				h = &history{}
 				hs[f] = h
+				held[f] = map[string]bool{}
 				order = append(order, f)
+			}
+			if nv := timeless(v); !held[f][nv] {
+				held[f][nv] = true
+				if !strings.HasSuffix(path, "observedGeneration") {
+					progressed[f.obj] = append(progressed[f.obj], progress{r.Start, path})
+				}
 			}
 			n := len(h.values)
 			if n > 0 && h.values[n-1] == v {
@@ -99,6 +117,7 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 			h.lastNew = !back
 			if back {
 				h.returns++
+				h.returnedAt = append(h.returnedAt, r.Start)
 			}
 			h.values = append(h.values, v)
 			if !slices.Contains(h.clients, r.Client) {
@@ -117,6 +136,20 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 		if h.returns < StormFlaps || h.lastNew {
 			continue
 		}
+		// A circle while another field of the object walked on to values
+		// it had never held is the object's progression, not a storm: an
+		// Argo Rollouts canary's status.HPAReplicas goes 3 → 4 → 3 at each
+		// step's surge while currentStepIndex, updatedReplicas and
+		// stableRS move on (its experiment target, a campaign's seed
+		// holding the Rollout's events 7 s, which left the workflow's
+		// last steps to the settle budget). Its last StormFlaps returns
+		// must come with no such progress. Times (RFC 3339 strings, as in
+		// conditions) are not progress, nor is an observedGeneration,
+		// which follows a spec that may itself be circling.
+		from := h.returnedAt[len(h.returnedAt)-StormFlaps]
+		if slices.ContainsFunc(progressed[f.obj], func(p progress) bool { return p.path != f.path && !p.at.Before(from) }) {
+			continue
+		}
 		shown := h.values
 		if len(shown) > 6 {
 			shown = shown[len(shown)-6:]
@@ -126,6 +159,14 @@ func flapping(tr trace.Trace, mark, since time.Time) (string, bool) {
 	}
 	return "", false
 }
+
+// rfc3339 matches the times a written value may hold (conditions'
+// lastTransitionTime, a deadline annotation).
+var rfc3339 = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+
+// timeless is a written value with its times blanked: a condition
+// rewritten with only a new lastUpdateTime holds the value it held.
+func timeless(v string) string { return rfc3339.ReplaceAllString(v, "T") }
 
 // judgeStorm turns res's storm candidate into a violation when the no-fault
 // reference runs of its knob settings settled; reports whether it did. A

@@ -150,3 +150,66 @@ func TestFaultsActed(t *testing.T) {
 		}
 	}
 }
+
+// TestStormSeesAnObjectsProgression: a field that circles while other
+// fields of its object walk on to values they never held is the object's
+// progression (an Argo Rollouts canary's HPAReplicas at each step's
+// surge), not a storm; a circle whose other fields change only their
+// times, or their observedGeneration, still is one.
+func TestStormSeesAnObjectsProgression(t *testing.T) {
+	mark := time.Unix(1000, 0)
+	lagOver := mark
+	writes := func(sets ...map[string]string) trace.Trace {
+		var tr trace.Trace
+		for i, set := range sets {
+			tr.Requests = append(tr.Requests, trace.Request{Client: "ctl", Verb: "patch", Resource: "rollouts", Subresource: "status", Namespace: "ns", Name: "canary",
+				Start: mark.Add(time.Duration(i+1) * 100 * time.Millisecond), Code: 200, ReturnedRV: strconv.Itoa(100 + i), Write: &trace.Write{Set: set}})
+		}
+		return tr
+	}
+	cond := func(s int) string {
+		return fmt.Sprintf(`[{"lastTransitionTime":"2026-11-29T07:02:%02dZ","status":"True","type":"Progressing"}]`, s)
+	}
+	for _, c := range []struct {
+		name  string
+		sets  []map[string]string
+		storm bool
+	}{
+		{"a canary's steps, HPAReplicas back at each surge", []map[string]string{
+			{"status.HPAReplicas": "3", "status.currentStepIndex": "0"},
+			{"status.HPAReplicas": "4", "status.updatedReplicas": "1"},
+			{"status.HPAReplicas": "3", "status.currentStepIndex": "1"},
+			{"status.HPAReplicas": "4", "status.updatedReplicas": "2"},
+			{"status.HPAReplicas": "3", "status.currentStepIndex": "2"},
+			{"status.HPAReplicas": "4", "status.updatedReplicas": "3"},
+			{"status.HPAReplicas": "3", "status.phase": `"Healthy"`},
+		}, false},
+		{"a circle whose conditions change only their times", []map[string]string{
+			{"status.x": "a", "status.conditions": cond(1)},
+			{"status.x": "b", "status.conditions": cond(2)},
+			{"status.x": "a", "status.conditions": cond(3)},
+			{"status.x": "b", "status.conditions": cond(4)},
+			{"status.x": "a", "status.conditions": cond(5)},
+		}, true},
+		{"a circle following a circling spec's generation", []map[string]string{
+			{"status.x": "a", "status.observedGeneration": "1"},
+			{"status.x": "b", "status.observedGeneration": "2"},
+			{"status.x": "a", "status.observedGeneration": "3"},
+			{"status.x": "b", "status.observedGeneration": "4"},
+			{"status.x": "a", "status.observedGeneration": "5"},
+		}, true},
+		{"progress before the last three returns does not excuse them", []map[string]string{
+			{"status.x": "a", "status.step": "1"},
+			{"status.x": "b", "status.step": "2"},
+			{"status.x": "a"},
+			{"status.x": "b"},
+			{"status.x": "a"},
+			{"status.x": "b"},
+		}, true},
+	} {
+		got, ok := flapping(writes(c.sets...), mark, lagOver)
+		if ok != c.storm {
+			t.Errorf("%s: storm %v (%q), want %v", c.name, ok, got, c.storm)
+		}
+	}
+}
