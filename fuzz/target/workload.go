@@ -307,7 +307,8 @@ func (c *condition) String() string {
 }
 
 // met reads the object from the apiserver: whether it shows the condition,
-// and if not, what it shows instead.
+// and if not, what it shows instead, with its status.message when it has
+// one.
 func (c *condition) met(ctx context.Context, x *fuzz.Exec) (bool, string, error) {
 	cur := &unstructured.Unstructured{}
 	cur.SetGroupVersionKind(c.u.GroupVersionKind())
@@ -330,8 +331,28 @@ func (c *condition) met(ctx context.Context, x *fuzz.Exec) (bool, string, error)
 	if err := c.jp.Execute(&b, cur.Object); err != nil {
 		return false, "", fmt.Errorf("wait for %s %s: jsonPath %q: %w", c.u.GetKind(), c.u.GetName(), c.path, err)
 	}
-	return b.String() == c.want, fmt.Sprintf("%q", b.String()), nil
+	return b.String() == c.want, shown(cur, b.String(), c.want), nil
 }
+
+// shown is what a missed wait says the object showed: the value, and,
+// when it is not the one wanted, the object's own account of where it is
+// if it gives one in status.message (Argo Rollouts' "RolloutAborted:
+// ..."), so that two causes of one stuck phase are told apart, by a reader
+// and by a searching-on campaign's signatures.
+func shown(cur *unstructured.Unstructured, value, want string) string {
+	s := fmt.Sprintf("%q", value)
+	if msg, ok, _ := unstructured.NestedString(cur.Object, "status", "message"); ok && msg != "" && value != want {
+		if len(msg) > maxStatusMessage {
+			msg = msg[:maxStatusMessage] + "…"
+		}
+		s += fmt.Sprintf(" (its status.message: %q)", msg)
+	}
+	return s
+}
+
+// maxStatusMessage bounds how much of an object's status.message a missed
+// wait quotes.
+const maxStatusMessage = 300
 
 // missedWait is a required wait that timed out.
 type missedWait struct {
