@@ -10,6 +10,11 @@ import (
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
 )
 
+// cmEvent is an event of a configmap replica-0 was sent ms after mark.
+func cmEvent(mark time.Time, typ string, ms int) trace.Event {
+	return trace.Event{Client: "replica-0", Resource: "configmaps", Type: typ, Arrived: mark.Add(time.Duration(ms) * time.Millisecond), Fate: trace.Released}
+}
+
 // TestAnchoredAtEveryEventType: reference seeds and truth-table patterns
 // anchor faults at ADDED and DELETED events too (a relist across a
 // deletion, a controller's own creations and deletions seen late), and in
@@ -21,11 +26,11 @@ func TestAnchoredAtEveryEventType(t *testing.T) {
 	at := func(ms int) time.Time { return mark.Add(time.Duration(ms) * time.Millisecond) }
 	tr := trace.Trace{
 		Events: []trace.Event{
-			{Client: "replica-0", Resource: "configmaps", Type: "ADDED", Arrived: at(10), Fate: trace.Released},
-			{Client: "replica-0", Resource: "configmaps", Type: "ADDED", Arrived: at(20), Fate: trace.Released},
-			{Client: "replica-0", Resource: "configmaps", Type: "MODIFIED", Arrived: at(30), Fate: trace.Released},
-			{Client: "replica-0", Resource: "configmaps", Type: "DELETED", Arrived: at(40), Fate: trace.Released},
-			{Client: "replica-0", Resource: "configmaps", Type: "DELETED", Arrived: at(-10), Fate: trace.Released}, // before the mark
+			cmEvent(mark, "ADDED", 10),
+			cmEvent(mark, "ADDED", 20),
+			cmEvent(mark, "MODIFIED", 30),
+			cmEvent(mark, "DELETED", 40),
+			cmEvent(mark, "DELETED", -10), // before the mark
 		},
 		Requests: []trace.Request{
 			{Client: "replica-0", Verb: "create", Resource: "configmaps", Start: at(5), Code: 201},
@@ -102,10 +107,10 @@ func TestOwnWritesSeenLate(t *testing.T) {
 	at := func(ms int) time.Time { return mark.Add(time.Duration(ms) * time.Millisecond) }
 	tr := trace.Trace{
 		Events: []trace.Event{
-			{Client: "replica-0", Resource: "configmaps", Type: "ADDED", Arrived: at(10), Fate: trace.Released},
-			{Client: "replica-0", Resource: "configmaps", Type: "MODIFIED", Arrived: at(20), Fate: trace.Released},
-			{Client: "replica-0", Resource: "configmaps", Type: "DELETED", Arrived: at(40), Fate: trace.Released},
-			{Client: "replica-0", Resource: "configmaps", Type: "MODIFIED", Arrived: at(-10), Fate: trace.Released}, // before the mark
+			cmEvent(mark, "ADDED", 10),
+			cmEvent(mark, "MODIFIED", 20),
+			cmEvent(mark, "DELETED", 40),
+			cmEvent(mark, "MODIFIED", -10), // before the mark
 		},
 		Requests: []trace.Request{
 			{Client: "replica-0", Verb: "create", Resource: "configmaps", Start: at(-5), Code: 201}, // before the mark
