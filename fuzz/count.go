@@ -266,8 +266,17 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 		msgs = judge()
 	}
 	for _, msg := range msgs {
-		res.violate("end-state", msg)
+		res.violateOn("end-state", endStateSubject(msg), msg)
 	}
+}
+
+// endStateSubject is the object an end-state message is about, the "Kind
+// name" its diff begins with ("ReplicaSet canary-66dccc9c6f: spec.replicas=2
+// ..."), so that a known finding's Subject can name it as it names a
+// count's.
+func endStateSubject(msg string) string {
+	subject, _, _ := strings.Cut(msg, ": ")
+	return subject
 }
 
 // countOver is one count violation: the Count's index, the owner kind and

@@ -80,6 +80,10 @@ func TestEndStateLearnedFromReferenceRuns(t *testing.T) {
 		var got []string
 		for _, v := range res.Violations {
 			got = append(got, v.Oracle+": "+v.Message)
+			// Its subject is the object, as a known finding's Subject names it.
+			if v.Oracle == "end-state" && !strings.HasPrefix(c.want, v.Subject+": ") {
+				t.Errorf("schedule %s: end-state subject %q, want the object %q begins with", c.sched, v.Subject, c.want)
+			}
 		}
 		if c.want == "" && len(got) > 0 || c.want != "" && (len(got) != 1 || !strings.Contains(got[0], "end-state: "+c.want)) {
 			t.Errorf("schedule %s: violations %q, want %q", c.sched, got, c.want)

@@ -213,3 +213,23 @@ func TestLogFinding(t *testing.T) {
 		t.Errorf("logged findings %+v, want a.input's with its count violation on one line, then b.input's", got)
 	}
 }
+
+// TestEndStateSubject: an end-state violation's subject is the object its
+// message is about, so that a known finding's Subject matches it (an entry
+// with subject "canary" matched no end-state violation before: their
+// Subject was empty).
+func TestEndStateSubject(t *testing.T) {
+	for msg, want := range map[string]string{
+		`ReplicaSet canary-66dccc9c6f: spec.replicas=2 (reference runs: 0); status.replicas=2 (reference runs: 0)`: "ReplicaSet canary-66dccc9c6f",
+		`StatefulSet prometheus-prom: missing; both no-fault reference runs have it`:                               "StatefulSet prometheus-prom",
+		`Pod raycluster-head-*#1: present; no no-fault reference run has it`:                                       "Pod raycluster-head-*#1",
+	} {
+		if got := endStateSubject(msg); got != want {
+			t.Errorf("endStateSubject(%q) = %q, want %q", msg, got, want)
+		}
+		k := Known{Oracle: "end-state", Subject: want, Message: "reference run"}
+		if !k.Matches(Violation{Oracle: "end-state", Subject: endStateSubject(msg), Message: msg}) {
+			t.Errorf("a known entry with subject %q does not match %q", want, msg)
+		}
+	}
+}
