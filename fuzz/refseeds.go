@@ -265,11 +265,17 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 // for Bounds.MaxLength cut as decoding cuts it.
 func (e *Env) ownHeld(knobs map[string]int, tr trace.Trace, mark time.Time, positions int) []Schedule {
 	b := e.s.Bounds.orDefault()
+	writes := map[[2]string][]time.Time{} // client, resource → its writes' starts
+	for _, c := range e.s.Clients {
+		for _, res := range e.s.Resources {
+			writes[[2]string{c, res}] = ownWrites(tr, c, res, mark)
+		}
+	}
 	var out []Schedule
 	for pos := range positions {
 		for _, c := range e.s.Clients {
 			for _, res := range e.s.Resources {
-				writes := ownWrites(tr, c, res, mark)
+				writes := writes[[2]string{c, res}]
 				if pos >= len(writes) {
 					continue
 				}
