@@ -53,8 +53,8 @@ const (
 // a campaign replaying its corpus meets the likeliest seeds early and a cut
 // list still has every action; within an action, the first knob setting's
 // positions come before the next setting's. The own writes' first turn is
-// every resource each client writes, at its first write of it, besides the
-// limit. The list is cut so that replaying it takes about
+// every resource each client writes, at its first write of it, and at each
+// later create of one, besides the limit. The list is cut so that replaying it takes about
 // ReferenceSeedsReplay (a reference run's time plus a window per seed),
 // between MinReferenceSeeds and MaxReferenceSeeds. This is Sieve's learning
 // run, fed to go test -fuzz as seed corpus. In RealisticLatency the first
@@ -100,13 +100,13 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	}
 	slices.Sort(latencies)
 	// The own family's first turn is every resource each client writes, at
-	// its first write of it in the first reference run, besides the limit:
-	// one seed per watched resource the controller writes.
+	// its first write of it in the first reference run, and each later
+	// create of one, besides the limit.
 	first := make([]int, len(byFamily))
 	for i, fam := range e.families() {
 		first[i] = 1
 		if fam.own && len(refs) > 0 {
-			n := len(e.ownHeld(refs[0].knobs, refs[0].tr, refs[0].mark, 1))
+			_, n := e.ownHeld(refs[0].knobs, refs[0].tr, refs[0].mark, MaxReferencePositions)
 			first[i] = max(1, n)
 			limit += n
 		}
@@ -169,7 +169,8 @@ type family struct {
 	// write, the window controller expectations exist for (a create whose
 	// ADDED event is late, a status write whose MODIFIED event is late).
 	// Its seeds run resources before positions: every resource the client
-	// writes at its first write of it, then at its second.
+	// writes at its first write of it and at each later create of one,
+	// then at its second write, its third.
 	own bool
 }
 
@@ -220,7 +221,7 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 	out := make([][]Schedule, len(fams))
 	for i, fam := range fams {
 		if fam.own {
-			out[i] = e.ownHeld(knobs, tr, mark, positions)
+			out[i], _ = e.ownHeld(knobs, tr, mark, positions)
 			continue
 		}
 		for _, c := range e.s.Clients {
@@ -258,47 +259,87 @@ func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, pos
 	return out
 }
 
-// ownHeld derives the own family's seeds from one no-fault run: for each
-// position (the client's 1st write of a resource, then its 2nd, ...), each
-// client and each watched resource it wrote that often, a Hold of every
-// event of that resource the client is sent from just before that write,
-// for Bounds.MaxLength cut as decoding cuts it.
-func (e *Env) ownHeld(knobs map[string]int, tr trace.Trace, mark time.Time, positions int) []Schedule {
+// ownHeld derives the own family's seeds from one no-fault run: a Hold of
+// every event of a watched resource the client is sent from just before
+// one of its writes of that resource, for Bounds.MaxLength cut as decoding
+// cuts it. The first turn (its length is first) is each client's first
+// write of each resource it wrote, then each of its later creates of one
+// (the ADDED event of a controller's own creation late, the window
+// controller expectations exist for: a create past the first is often a
+// second child, an experiment's ReplicaSet after the canary's); then its
+// 2nd write of each resource, its 3rd, ..., each write given once, at
+// most positions writes or creates per client and resource.
+func (e *Env) ownHeld(knobs map[string]int, tr trace.Trace, mark time.Time, positions int) (out []Schedule, first int) {
 	b := e.s.Bounds.orDefault()
-	writes := map[[2]string][]time.Time{} // client, resource → its writes' starts
+	type key struct{ client, resource string }
+	var keys []key
+	writes := map[key][]ownWrite{}
 	for _, c := range e.s.Clients {
 		for _, res := range e.s.Resources {
-			writes[[2]string{c, res}] = ownWrites(tr, c, res, mark)
+			k := key{c, res}
+			keys = append(keys, k)
+			writes[k] = ownWrites(tr, c, res, mark)
 		}
 	}
-	var out []Schedule
+	given := map[key]map[int]bool{}
+	give := func(k key, pos int) {
+		if given[k] == nil {
+			given[k] = map[int]bool{}
+		}
+		if given[k][pos] {
+			return
+		}
+		given[k][pos] = true
+		st := Step{Client: k.client, Resource: k.resource, Types: eventKinds, Action: proxy.Hold,
+			After: eventsBefore(tr, k.client, k.resource, mark, writes[k][pos].start), Length: min(b.MaxLength, b.MaxLagEnd)}
+		out = append(out, Schedule{Knobs: knobs, Steps: []Step{st}})
+	}
+	for _, k := range keys {
+		if len(writes[k]) > 0 && positions > 0 {
+			give(k, 0)
+		}
+	}
+	for _, k := range keys {
+		creates := 0
+		for pos, w := range writes[k] {
+			if !w.create {
+				continue
+			}
+			if creates++; creates > positions {
+				break
+			}
+			give(k, pos)
+		}
+	}
+	first = len(out)
 	for pos := range positions {
-		for _, c := range e.s.Clients {
-			for _, res := range e.s.Resources {
-				writes := writes[[2]string{c, res}]
-				if pos >= len(writes) {
-					continue
-				}
-				st := Step{Client: c, Resource: res, Types: eventKinds, Action: proxy.Hold,
-					After: eventsBefore(tr, c, res, mark, writes[pos]), Length: min(b.MaxLength, b.MaxLagEnd)}
-				out = append(out, Schedule{Knobs: knobs, Steps: []Step{st}})
+		for _, k := range keys {
+			if pos < len(writes[k]) {
+				give(k, pos)
 			}
 		}
 	}
-	return out
+	return out, first
 }
 
-// ownWrites are the start times of the client's writes of resource (any
-// verb, subresources too, not a dry run) after the mark, in order.
-func ownWrites(tr trace.Trace, client, resource string, mark time.Time) []time.Time {
-	var out []time.Time
+// ownWrite is one of a client's writes of a resource: when it was sent,
+// and whether it created an object (not a subresource).
+type ownWrite struct {
+	start  time.Time
+	create bool
+}
+
+// ownWrites are the client's writes of resource (any verb, subresources
+// too, not a dry run) after the mark, in the order they were sent.
+func ownWrites(tr trace.Trace, client, resource string, mark time.Time) []ownWrite {
+	var out []ownWrite
 	for i := range tr.Requests {
 		r := &tr.Requests[i]
 		if r.Client == client && r.Resource == resource && r.IsWrite() && !r.DryRun && !r.Start.Before(mark) {
-			out = append(out, r.Start)
+			out = append(out, ownWrite{start: r.Start, create: r.Verb == "create" && r.Subresource == ""})
 		}
 	}
-	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	slices.SortFunc(out, func(a, b ownWrite) int { return a.start.Compare(b.start) })
 	return out
 }
 

@@ -110,6 +110,7 @@ func TestOwnWritesSeenLate(t *testing.T) {
 			cmEvent(mark, "ADDED", 10),
 			cmEvent(mark, "MODIFIED", 20),
 			cmEvent(mark, "DELETED", 40),
+			cmEvent(mark, "ADDED", 60),
 			cmEvent(mark, "MODIFIED", -10), // before the mark
 		},
 		Requests: []trace.Request{
@@ -117,6 +118,8 @@ func TestOwnWritesSeenLate(t *testing.T) {
 			{Client: "replica-0", Verb: "update", Resource: "configmaps", Subresource: "status", Start: at(25), Code: 200},
 			{Client: "replica-0", Verb: "create", Resource: "configmaps", Start: at(5), Code: 201},
 			{Client: "replica-0", Verb: "get", Resource: "configmaps", Start: at(30), Code: 200},
+			{Client: "replica-0", Verb: "create", Resource: "configmaps", Start: at(50), Code: 201},
+			{Client: "replica-0", Verb: "create", Resource: "configmaps", Start: at(55), Code: 201, DryRun: true},
 		},
 	}
 	for _, space := range []Space{Realistic, Composed, AnchoredLoss} {
@@ -124,6 +127,7 @@ func TestOwnWritesSeenLate(t *testing.T) {
 		s.Space = space
 		e := &Env{s: s}
 		var own []string
+		var first int
 		for i, fam := range e.families() {
 			if !fam.own {
 				continue
@@ -131,7 +135,13 @@ func TestOwnWritesSeenLate(t *testing.T) {
 			if i != 0 {
 				t.Errorf("%v: the own writes' family is family %d, want the first", space, i)
 			}
-			for _, sch := range e.anchored(map[string]int{"replicas": 0, "at": 0}, tr, mark, MaxReferencePositions)[i] {
+			knobs := map[string]int{"replicas": 0, "at": 0}
+			seeds, n := e.ownHeld(knobs, tr, mark, MaxReferencePositions)
+			first = n
+			if got := e.anchored(knobs, tr, mark, MaxReferencePositions)[i]; !slices.EqualFunc(got, seeds, func(a, b Schedule) bool { return a.String() == b.String() }) {
+				t.Errorf("%v: anchored gives the own family %v, ownHeld %v", space, got, seeds)
+			}
+			for _, sch := range seeds {
 				if _, err := s.EncodeExactly(sch); err != nil {
 					t.Errorf("%v: seed %s does not round-trip through its input: %v", space, sch, err)
 				}
@@ -139,15 +149,22 @@ func TestOwnWritesSeenLate(t *testing.T) {
 				own = append(own, fmt.Sprintf("%s %s %v after %d", st.Action, st.Resource, st.Types, st.After))
 			}
 		}
+		// The first turn: its first write, then its later creates (the
+		// one at 50 ms, not the dry run); then its second write.
 		want := []string{
 			"hold configmaps [ADDED MODIFIED DELETED] after 0", // from before its create at 5 ms
+			"hold configmaps [ADDED MODIFIED DELETED] after 3", // from before its create at 50 ms
 			"hold configmaps [ADDED MODIFIED DELETED] after 2", // from before its status update at 25 ms
 		}
+		wantFirst := 2
 		if space == AnchoredLoss {
-			want = nil
+			want, wantFirst = nil, 0
 		}
 		if !slices.Equal(own, want) {
 			t.Errorf("%v: own writes' seeds\n got %q\nwant %q", space, own, want)
+		}
+		if first != wantFirst {
+			t.Errorf("%v: own writes' first turn is %d seeds, want %d", space, first, wantFirst)
 		}
 	}
 }
