@@ -1,7 +1,6 @@
 package argorollouts_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -29,18 +28,7 @@ func TestDeadlineTargetFile(t *testing.T) {
 	}{{"degraded", 0}, {"abort", 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			sched := fuzz.Schedule{Knobs: map[string]int{"on-deadline": c.abort}}
-			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
-			if err != nil {
-				t.Fatalf("schedule %s: %v", sched, err)
-			}
-			if len(res.Violations) > 0 {
-				t.Errorf("schedule %s: violations in a run without faults:\n%s", sched, res.Report())
-			}
-			for _, l := range res.Logs.Lines {
-				if l.Client == "workload" && strings.Contains(l.Text, "timed out") {
-					t.Errorf("a workload step did not happen in time: %s", l.Text)
-				}
-			}
+			res := cleanRun(t, env, sched)
 			// The controller's writes: its ReplicaSet creates (the first
 			// version's, the bad build's, the fix's), then its first
 			// Degraded and its aborts.

@@ -41,18 +41,7 @@ func TestWorkflowsTargetFile(t *testing.T) {
 	}{{"promote", 0}, {"abort", 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			sched := fuzz.Schedule{Knobs: map[string]int{"action": c.action}}
-			res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
-			if err != nil {
-				t.Fatalf("schedule %s: %v", sched, err)
-			}
-			if len(res.Violations) > 0 {
-				t.Errorf("schedule %s: violations in a run without faults:\n%s", sched, res.Report())
-			}
-			for _, l := range res.Logs.Lines {
-				if l.Client == "workload" && strings.Contains(l.Text, "timed out") {
-					t.Errorf("a workload step did not happen in time: %s", l.Text)
-				}
-			}
+			res := cleanRun(t, env, sched)
 			w := readWorkflow(res)
 			pre := "bg-54f999fd4d-2-pre"
 			v2, v3 := "canary-"+canaryV2+"-2-1", "canary-"+canaryV3+"-3-1"
@@ -87,6 +76,26 @@ func TestWorkflowsTargetFile(t *testing.T) {
 			t.Logf("schedule %s: %v; analysis runs %v; scale-down after %v", sched, res.Elapsed.Round(100*time.Millisecond), w.phase, w.delays)
 		})
 	}
+}
+
+// cleanRun runs sched (no faults) on env and fails t on any violation and
+// on any workload wait that timed out: the run went through the whole
+// workflow.
+func cleanRun(t *testing.T, env *fuzz.Env, sched fuzz.Schedule) *fuzz.Result {
+	t.Helper()
+	res, err := env.Run(context.Background(), sched, fuzz.Retries(3))
+	if err != nil {
+		t.Fatalf("schedule %s: %v", sched, err)
+	}
+	if len(res.Violations) > 0 {
+		t.Errorf("schedule %s: violations in a run without faults:\n%s", sched, res.Report())
+	}
+	for _, l := range res.Logs.Lines {
+		if l.Client == "workload" && strings.Contains(l.Text, "timed out") {
+			t.Errorf("a workload step did not happen in time: %s", l.Text)
+		}
+	}
+	return res
 }
 
 // workflow is what the controller did in a run, read from its trace.
