@@ -101,7 +101,9 @@ func TestAnchoredAtEveryEventType(t *testing.T) {
 // TestOwnWritesSeenLate: in Realistic and Composed, the first family holds
 // every event (ADDED, MODIFIED, DELETED) of a resource the client writes
 // from just before its Nth write of it, positions counted per resource and
-// listed resources first; AnchoredLoss has no such seeds.
+// listed resources first; its first turn is each resource's first write,
+// then each later create of one (not a dry run); AnchoredLoss has no such
+// seeds.
 func TestOwnWritesSeenLate(t *testing.T) {
 	mark := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return mark.Add(time.Duration(ms) * time.Millisecond) }
