@@ -238,6 +238,24 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 	if ref == nil || !res.Settled {
 		return // an end state that is not final is not judged
 	}
+	if why := cmp.Or(res.Diverged, ref.diverged); why != "" {
+		// Another workflow than the references' (or theirs not the
+		// target's): its end state is shown, not judged.
+		whose := "this run's"
+		if res.Diverged == "" {
+			whose = "the no-fault reference runs'"
+		}
+		for i, es := range e.s.EndStates {
+			if i < len(res.ends) && res.ends[i] != nil {
+				m, _ := ref.ends[i].diff(es.GVK.Kind, res.ends[i])
+				res.endUnjudged = append(res.endUnjudged, m...)
+			}
+		}
+		if len(res.endUnjudged) > 0 {
+			res.endUnjudged = append([]string{fmt.Sprintf("%s workflow diverged (%s)", whose, why)}, res.endUnjudged...)
+		}
+		return
+	}
 	judge := func() (msgs []string) {
 		res.endDiffs = nil
 		for i, es := range e.s.EndStates {
@@ -293,7 +311,7 @@ func (e *Env) widenEndStates(ctx context.Context, knobs map[string]int, ref *lea
 	ref.widened = true
 	for range EndStateConfirmations {
 		r, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
-		if err != nil || !r.Settled || len(r.ends) != len(ref.ends) {
+		if err != nil || !r.Settled || r.Diverged != "" || len(r.ends) != len(ref.ends) {
 			continue
 		}
 		for i := range ref.ends {
@@ -317,6 +335,11 @@ type learned struct {
 	// rewritten are the fields a controller changed in the reference runs
 	// (anyFieldKey), which Scenario.LostUpdatesAnyField does not judge.
 	rewritten map[string]bool
+	// diverged is why a reference run's workload went on without what it
+	// waited for (Result.Diverged): their end state is not the workflow's,
+	// and no end state of this knob setting is judged. Empty when both
+	// ran as written.
+	diverged string
 }
 
 // learnedReference runs the two no-fault reference runs of knobs on first
@@ -349,6 +372,7 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 			e.refRuns[key] = res
 		}
 		ref.settled = ref.settled && res.Settled
+		ref.diverged = cmp.Or(ref.diverged, res.Diverged)
 		rewrittenFields(res.Trace, res.direct, ref.rewritten)
 	}
 	for i := range e.s.EndStates {

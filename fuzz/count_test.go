@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,57 @@ func TestEndStateLearnedFromReferenceRuns(t *testing.T) {
 		}
 		if c.want == "" && len(got) > 0 || c.want != "" && (len(got) != 1 || !strings.Contains(got[0], "end-state: "+c.want)) {
 			t.Errorf("schedule %s: violations %q, want %q", c.sched, got, c.want)
+		}
+	}
+}
+
+// TestEndStateNotJudgedWhenDiverged: a run whose workload went on without
+// what it waited for (Exec.Diverged) ran another workflow than the
+// reference runs, so its end state is shown in the report and not judged;
+// every other oracle still judges it. The duplicate child of
+// TestEndStateLearnedFromReferenceRuns is not a violation when the fault
+// run diverged, nor when the reference runs did (knob "diverge": 1, the
+// fault runs; 2, the no-fault runs), and is one when neither did (0).
+func TestEndStateNotJudgedWhenDiverged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	s := childScenario()
+	s.EndStates = []EndState{{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")}}
+	s.Knobs = []Knob{{Name: "diverge", Values: 3}}
+	drive := s.Drive
+	s.Drive = func(ctx context.Context, x *Exec) error {
+		if k := x.Knob("diverge"); k == 1 && len(x.Schedule.Steps) > 0 || k == 2 && len(x.Schedule.Steps) == 0 {
+			x.Diverged("the wait for the parent's child gave up")
+		}
+		return drive(ctx, x)
+	}
+	env := testEnv(t, s)
+	const dup = "ConfigMap ConfigMap p/p-*#1: present; no no-fault reference run has it"
+	for _, c := range []struct {
+		diverge int
+		judged  bool
+		whose   string
+	}{{0, true, ""}, {1, false, "this run's"}, {2, false, "the no-fault reference runs'"}} {
+		sched := childRestart
+		sched.Knobs = map[string]int{"diverge": c.diverge}
+		res, err := env.Run(context.Background(), sched, Retries(3))
+		if err != nil {
+			t.Fatalf("schedule %s: %v", sched, err)
+		}
+		judged := slices.ContainsFunc(res.Violations, func(v Violation) bool { return v.Oracle == "end-state" && strings.Contains(v.Message, dup) })
+		if judged != c.judged || !c.judged && len(res.Violations) > 0 {
+			t.Errorf("schedule %s: violations %v; want the duplicate child judged %v", sched, res.Violations, c.judged)
+		}
+		if c.judged {
+			continue
+		}
+		rep := res.Report()
+		if want := "end state not judged, as " + c.whose + " workflow diverged (the wait for the parent's child gave up)"; !strings.Contains(rep, want) || !strings.Contains(rep, "it differed from the reference runs': "+dup) {
+			t.Errorf("schedule %s: the report does not show the unjudged end state (want %q and the duplicate child):\n%s", sched, want, rep)
+		}
+		if (res.Diverged != "") != (c.diverge == 1) {
+			t.Errorf("schedule %s: Result.Diverged %q", sched, res.Diverged)
 		}
 	}
 }

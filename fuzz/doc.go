@@ -162,13 +162,16 @@
 //
 // Oracles: convergence and stuck (Scenario.Converge), lost update
 // (Scenario.LostUpdates), differential against a no-lag reference run
-// (Scenario.Differential), count safety (Scenario.Counts: live objects per
+// (Scenario.Differential; not judged when either run diverged, as end
+// state below), count safety (Scenario.Counts: live objects per
 // controller owner, judged on the apiserver's own history from a direct
 // watch, against a limit given or learned from two no-fault reference runs
 // per knob setting), end state (Scenario.EndStates: a settled run's
 // objects against the same reference runs, where those agree; the elements
 // of a list its CRD declares x-kubernetes-list-type: map are matched by their
-// keys, not their order), stale self-view
+// keys, not their order; not judged when the run, or a reference run,
+// diverged: Exec.Diverged, a workload that went on after a wait gave up,
+// Result.Diverged), stale self-view
 // (Scenario.StaleSelfView: a stored write sent from a view older than its
 // writer's own last acknowledged write to the object, audit.SelfStale, that
 // replaced a value of that write which no later write restored; every

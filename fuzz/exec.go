@@ -76,6 +76,9 @@ type Exec struct {
 	// crashes are the controller processes that exited on their own (the
 	// crash oracle).
 	crashes []crash
+	// diverged is why the workload went on without what it waited for
+	// (Diverged); empty while it runs as written.
+	diverged string
 }
 
 // crash is a controller process that exited on its own during the
@@ -203,6 +206,21 @@ func (x *Exec) WaitForVersion(ctx context.Context, clientName string, obj trace.
 // over and no client wrote for the quiet period. A check of end state
 // (convergence) judges only a settled run; a safety check judges any.
 func (x *Exec) Settled() bool { return x.settled }
+
+// Diverged tells the engine that the workload went on without what it
+// paced itself on (a wait that gave up: a promote sent before the pause it
+// was meant for), so that the execution's workflow is no longer the one the
+// no-fault reference runs ran. Its end state is then not compared with
+// theirs (Scenario.EndStates; Result.Diverged); every other oracle judges
+// it as before. why says which wait, as a person reads it; the first call
+// of an execution is kept.
+func (x *Exec) Diverged(why string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.diverged == "" {
+		x.diverged = why
+	}
+}
 
 // Fixture is what Scenario.Setup returned for this process.
 func (x *Exec) Fixture() any { return x.env.fixture }

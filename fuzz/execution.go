@@ -249,6 +249,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	}
 	x.mu.Lock()
 	res.Restarts = slices.Clone(x.restarts)
+	res.Diverged = x.diverged
 	x.mu.Unlock()
 	if err := x.err(); err != nil {
 		return res, harness("%w", err)

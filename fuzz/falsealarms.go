@@ -29,6 +29,9 @@ type FalseAlarms struct {
 	// that judge a settled run only (end state, convergence) did not
 	// judge them.
 	Unsettled int `json:",omitempty"`
+	// Diverged are the judged executions whose workload went on after a
+	// wait gave up (Result.Diverged): their end state was not judged.
+	Diverged int `json:",omitempty"`
 	// MaxDelay is the largest delay a schedule used. Measured and
 	// MeasuredMax are the median and the longest time, in the reference
 	// runs, from a write's answer to its watch event's arrival at the
@@ -111,6 +114,9 @@ func (f *FalseAlarms) add(i int, sched Schedule, input []byte, res *Result, know
 	if !res.Settled {
 		f.Unsettled++
 	}
+	if res.Diverged != "" {
+		f.Diverged++
+	}
 	f.SelfViews = f.SelfViews.Add(res.SelfViews)
 	f.SelfViewExecutions = f.SelfViewExecutions.Add(SelfViewStats{
 		Writes: min(1, res.SelfViews.Writes), Replacing: min(1, res.SelfViews.Replacing),
@@ -169,6 +175,9 @@ func (f FalseAlarms) String() string {
 	}
 	if f.Unsettled > 0 {
 		fmt.Fprintf(&b, "; %d never settled, so no end state judged", f.Unsettled)
+	}
+	if f.Diverged > 0 {
+		fmt.Fprintf(&b, "; %d went on after a workload wait gave up, so no end state judged", f.Diverged)
 	}
 	fmt.Fprintf(&b, "), every watch delayed by at most %v (drawn from the reference runs' median watch latency, %v; their longest: %v): ", f.MaxDelay, f.Measured.Round(10*time.Microsecond), f.MeasuredMax.Round(10*time.Microsecond))
 	if n := f.RaceExecutions(); n > 0 {

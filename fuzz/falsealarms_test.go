@@ -25,7 +25,7 @@ func TestFalseAlarmsAdd(t *testing.T) {
 		{Oracle: "end-state", Subject: "ConfigMap a", Message: "a present"},
 		{Oracle: "end-state", Subject: "ConfigMap b", Message: "b present"},
 	}
-	f.add(1, sched, nil, &Result{}, nil, "", "")
+	f.add(1, sched, nil, &Result{Diverged: "the wait for x gave up"}, nil, "", "")
 	f.add(2, sched, []byte{1}, &Result{Settled: true, Violations: two, SelfViews: SelfViewStats{Writes: 2, Replacing: 1}}, nil, Nondeterminism, "the same in 1 of 3 no-fault runs")
 	f.add(3, sched, []byte{2}, &Result{Settled: true, Violations: []Violation{{Oracle: "crash", Message: "exit 2"}}}, nil, Race, "[crash] is judged without no-fault runs")
 
@@ -36,7 +36,7 @@ func TestFalseAlarmsAdd(t *testing.T) {
 		t.Errorf("races %d, self views %+v in %+v", f.RaceExecutions(), f.SelfViews, f.SelfViewExecutions)
 	}
 	for _, want := range []string{
-		"3 executions judged (0 harness errors, not counted; 1 never settled, so no end state judged)",
+		"3 executions judged (0 harness errors, not counted; 1 never settled, so no end state judged; 1 went on after a workload wait gave up, so no end state judged)",
 		"1 executions with a finding under ordinary latency (a race, not a false alarm: crash: 1 (first: schedule " + sched.String() + ": exit 2)",
 		"false alarms (the controller's nondeterminism, shown by no-fault runs): end-state: 1",
 		"writes behind their writer's own: 2 in 1 executions, 1 replaced its values (in 1 executions)",

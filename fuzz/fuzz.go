@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"math/bits"
 	"os"
@@ -292,6 +293,11 @@ func runReferences(f *testing.F, s Scenario, shard Shard, seeds, learn bool) {
 		if len(unclean) > 0 {
 			fmt.Fprintf(os.Stderr, "stalefuzz: %s: not clean (a harness error, a violation or, with end states, a run that never settled), so each worker tries them again and judges them without the learned oracles if they stay so: %v\n", s.Name, unclean)
 		}
+		for _, key := range slices.Sorted(maps.Keys(env.learnedRefs)) {
+			if ref := env.learnedRefs[key]; ref != nil && ref.diverged != "" && len(s.EndStates) > 0 {
+				fmt.Fprintf(os.Stderr, "stalefuzz: %s: knob settings %s: a no-fault reference run went on after its workload's wait gave up (%s): end states are not judged for them; give that wait a longer timeout\n", s.Name, key, ref.diverged)
+			}
+		}
 	}
 	if !seeds {
 		if err := env.Stop(); err != nil {
@@ -441,6 +447,8 @@ func (e *Env) prepareReferences(target string, logf func(format string, args ...
 			ref := e.learnedReference(context.Background(), c)
 			if ref == nil {
 				logf("scenario %s: the no-fault reference runs for %v were not clean: the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c)
+			} else if len(e.s.EndStates) > 0 && ref.diverged != "" {
+				logf("scenario %s: a no-fault reference run for %v went on after its workload's wait gave up (%s): end states are not judged for it; give that wait a longer timeout", e.s.Name, c, ref.diverged)
 			} else if len(e.s.EndStates) > 0 && !ref.widened {
 				// Here, not on a first difference: an input's
 				// execution must fit in go test's 10 s.

@@ -39,6 +39,7 @@ type learnedJSON struct {
 	Widened   bool
 	Settled   bool
 	Rewritten map[string]bool
+	Diverged  string `json:",omitempty"`
 }
 
 type endReferenceJSON struct {
@@ -64,7 +65,7 @@ func (e *Env) learnAll(ctx context.Context) (clean int, unclean []map[string]int
 			continue
 		}
 		clean++
-		if len(e.s.EndStates) > 0 {
+		if len(e.s.EndStates) > 0 && ref.diverged == "" {
 			e.widenEndStates(ctx, c, ref)
 		}
 	}
@@ -78,7 +79,7 @@ func (e *Env) writeLearned(path string) error {
 		if ref == nil {
 			continue
 		}
-		j := learnedJSON{Counts: ref.counts, Widened: ref.widened, Settled: ref.settled, Rewritten: ref.rewritten}
+		j := learnedJSON{Counts: ref.counts, Widened: ref.widened, Settled: ref.settled, Rewritten: ref.rewritten, Diverged: ref.diverged}
 		for _, er := range ref.ends {
 			j.Ends = append(j.Ends, endReferenceJSON{Objects: er.objects, Masked: er.masked})
 		}
@@ -117,7 +118,7 @@ func (e *Env) readLearned(path string) (int, error) {
 		if len(j.Counts) != len(e.s.Counts) || len(j.Ends) != len(e.s.EndStates) {
 			return 0, fmt.Errorf("scenario %s: learned references %s judge %d counts and %d end states, the scenario has %d and %d", e.s.Name, path, len(j.Counts), len(j.Ends), len(e.s.Counts), len(e.s.EndStates))
 		}
-		ref := &learned{counts: j.Counts, widened: j.Widened, settled: j.Settled, rewritten: j.Rewritten}
+		ref := &learned{counts: j.Counts, widened: j.Widened, settled: j.Settled, rewritten: j.Rewritten, diverged: j.Diverged}
 		if ref.rewritten == nil {
 			ref.rewritten = map[string]bool{}
 		}

@@ -415,6 +415,9 @@ func (e *Env) differential(ctx context.Context, res *Result) {
 	if !ok {
 		return // no trustworthy reference: the other oracles speak for this run
 	}
+	if res.Diverged != "" {
+		return // another workflow than the reference run's (Exec.Diverged)
+	}
 	if res.finalErr != nil {
 		res.violate("differential", res.finalErr.Error())
 		return
@@ -433,7 +436,7 @@ func (e *Env) reference(ctx context.Context, knobs map[string]int) (map[string]a
 	}
 	e.refs[key] = nil
 	ref, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
-	if err != nil || len(ref.Violations) > 0 || ref.finalErr != nil || !ref.Settled {
+	if err != nil || len(ref.Violations) > 0 || ref.finalErr != nil || !ref.Settled || ref.Diverged != "" {
 		return nil, false
 	}
 	e.refs[key] = ref.final

@@ -33,8 +33,12 @@ type Result struct {
 	SettledIdle bool
 	Converged   bool // the Convergence oracle's objects converged
 	Restarts    []Restart
-	Trace       trace.Trace
-	Violations  []Violation
+	// Diverged is why the workload went on without what it waited for
+	// (Exec.Diverged), empty when it ran as written. Such a run's end
+	// state is not judged: the reference runs ran another workflow.
+	Diverged   string
+	Trace      trace.Trace
+	Violations []Violation
 	// SelfViews counts the writes sent from a view older than their
 	// writer's own last write (audit.SelfStale), by what they replaced.
 	SelfViews SelfViewStats
@@ -69,6 +73,10 @@ type Result struct {
 	// values (learnedOracles), for triage.
 	endDiffs  []endDiff
 	countOver []countOver
+	// endUnjudged are the end-state differences from the reference runs
+	// of a run whose workflow, or whose references' workflow, diverged:
+	// shown in the report, never violations.
+	endUnjudged []string
 	// storm is, for an unsettled run of a Storm scenario, how its writes
 	// got nowhere once the faults were over (judged by Env.judgeStorm).
 	storm string
@@ -168,6 +176,16 @@ func (r *Result) Report() string {
 		if g.more > 0 {
 			fmt.Fprintf(&b, "  ... and %d more like it ([%s] on %s; every one is in the picture and in Result.Violations)\n", g.more, g.first.Oracle, g.subject())
 		}
+	}
+	if r.Diverged != "" {
+		fmt.Fprintf(&b, "workflow diverged: %s; the workload went on without it, so the end state was not judged\n", r.Diverged)
+	}
+	for i, m := range r.endUnjudged {
+		if i == 0 {
+			fmt.Fprintf(&b, "end state not judged, as %s:\n", m)
+			continue
+		}
+		fmt.Fprintf(&b, "  it differed from the reference runs': %s\n", m)
 	}
 	rep := r.Audit()
 	r.reportCause(&b, rep)

@@ -50,7 +50,12 @@
 // step: a wait paces the workload, the oracles judge the controllers. A
 // required one (Wait.Required) that timed out is judged again once the
 // run has settled: still unmet then is the oracle "stuck" (a
-// fuzz.Scenario.Checks entry), needing no reference run. The
+// fuzz.Scenario.Checks entry), needing no reference run. Any wait that
+// timed out makes the execution diverged (fuzz.Exec.Diverged): the
+// workload went on without what it waited for, so its end state is not
+// compared with the reference runs' (their workflow was another), and a
+// reference run that diverged turns the end-state oracle off for its knob
+// setting (the campaign says so: the wait needs a longer timeout). The
 // Nodes node steps joined are deleted with their Leases when the execution
 // ends; a node step that fails (a resume of a running kubelet) makes the
 // execution a harness error.

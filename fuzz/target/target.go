@@ -308,7 +308,8 @@ type Wait struct {
 	// run, so it also judges a bug that every no-fault run has. Give it a
 	// condition that holds once reached (a phase at the end, a count after
 	// a scale-down), not one the workflow passes through. Zero: the wait
-	// only paces the workload.
+	// only paces the workload. Either way, a wait that timed out leaves
+	// the run's end state unjudged (fuzz.Exec.Diverged).
 	Required bool `yaml:"required"`
 }
 

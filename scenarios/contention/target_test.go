@@ -351,6 +351,8 @@ func TestAPIServerAsShipped(t *testing.T) {
 //     it waited for: it is not judged.
 //   - A wait for 4 within 3 s, then the wait for 5: the oracle "stuck"
 //     names the wait for 4 alone, with the value the Rollout had.
+//
+// Either way the first wait that gave up is the run's Result.Diverged.
 func TestRequiredWait(t *testing.T) {
 	done := func(want, timeout string) target.Step {
 		return target.Step{Wait: &target.Wait{Object: target.Object{APIVersion: "contention.stalefuzz.dev/v1", Kind: "Rollout", Name: contention.Object},
@@ -384,6 +386,11 @@ func TestRequiredWait(t *testing.T) {
 			}
 			if !skipped || !c.stuck && !gaveUp {
 				t.Errorf("schedule %s: the 1 ms wait gave up %v, the wait for 5 not judged %v: the run does not show what it is for", sched, gaveUp, skipped)
+			}
+			// The first wait that gave up made the run diverged: its end
+			// state is not judged (fuzz.Exec.Diverged).
+			if first := c.steps[0].Wait.Value; !strings.Contains(res.Diverged, `{.status.plan.done} = "`+first+`" gave up after`) {
+				t.Errorf("schedule %s: Result.Diverged %q, want the wait for %s named", sched, res.Diverged, first)
 			}
 			var stuck []string
 			for _, v := range res.Violations {
