@@ -251,9 +251,7 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 				res.endUnjudged = append(res.endUnjudged, m...)
 			}
 		}
-		if len(res.endUnjudged) > 0 {
-			res.endUnjudged = append([]string{fmt.Sprintf("%s workflow diverged (%s)", whose, why)}, res.endUnjudged...)
-		}
+		res.endUnjudgedWhy = fmt.Sprintf("%s workflow diverged (%s)", whose, why)
 		return
 	}
 	judge := func() (msgs []string) {

@@ -74,9 +74,10 @@ type Result struct {
 	endDiffs  []endDiff
 	countOver []countOver
 	// endUnjudged are the end-state differences from the reference runs
-	// of a run whose workflow, or whose references' workflow, diverged:
-	// shown in the report, never violations.
-	endUnjudged []string
+	// of a run whose workflow, or whose references' workflow, diverged
+	// (endUnjudgedWhy says whose): shown in the report, never violations.
+	endUnjudged    []string
+	endUnjudgedWhy string
 	// storm is, for an unsettled run of a Storm scenario, how its writes
 	// got nowhere once the faults were over (judged by Env.judgeStorm).
 	storm string
@@ -180,11 +181,10 @@ func (r *Result) Report() string {
 	if r.Diverged != "" {
 		fmt.Fprintf(&b, "workflow diverged: %s; the workload went on without it, so the end state was not judged\n", r.Diverged)
 	}
-	for i, m := range r.endUnjudged {
-		if i == 0 {
-			fmt.Fprintf(&b, "end state not judged, as %s:\n", m)
-			continue
-		}
+	if len(r.endUnjudged) > 0 {
+		fmt.Fprintf(&b, "end state not judged, as %s:\n", r.endUnjudgedWhy)
+	}
+	for _, m := range r.endUnjudged {
 		fmt.Fprintf(&b, "  it differed from the reference runs': %s\n", m)
 	}
 	rep := r.Audit()
