@@ -123,7 +123,8 @@ func TestSettleAwaitsCurrent(t *testing.T) {
 		t.Errorf("settled at t+%v, before the status write at t+%v", settledAt, hiddenRetry)
 	}
 
-	res, err = env.Run(context.Background(), Schedule{Knobs: map[string]int{"status": 1}})
+	never := Schedule{Knobs: map[string]int{"status": 1}}
+	res, err = env.Run(context.Background(), never)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,9 @@ func TestSettleAwaitsCurrent(t *testing.T) {
 	if !strings.Contains(res.Report(), "never settled: quiet, but not yet kstatus Current when the settle budget ran out: StatefulSet db: InProgress") {
 		t.Errorf("status never written: the report does not say the StatefulSet was not Current:\n%s", res.Report())
 	}
-	if res.Elapsed > Budget {
-		t.Errorf("status never written: the execution took %v, over its budget %v", res.Elapsed, Budget)
+	// Its budget: Budget, and what the start and settling may take beyond
+	// theirs outside a go test -fuzz worker (StartSlack, SettleSlack).
+	if budget := Budget + env.extraStart(never); res.Elapsed > budget {
+		t.Errorf("status never written: the execution took %v, over its budget %v", res.Elapsed, budget)
 	}
 }

@@ -42,10 +42,13 @@
 // start on a loaded machine is judged when it can be. Outside a go test
 // -fuzz worker (a replay, a regression run, a false-alarm or truth-table
 // measurement), where no 10 s limit applies, the start and each restart may
-// take StartSlack (10) times their budgets, and the execution's budget
-// grows by as much: a slow interpreter or a loaded machine is then no
-// harness error, and the schedule, timed from the mark after the start,
-// means the same. An overrun is a HarnessError, never a finding.
+// take StartSlack (10) times their budgets, settling may take SettleSlack
+// (5) times SettleBudget while the controllers still make progress (a
+// run whose writes have stalled, 409 after 409, is judged at SettleBudget
+// as in a worker), and the execution's budget grows by as much: a slow
+// interpreter or a loaded machine is then no harness error, and the
+// schedule, timed from the mark after the start, means the same. An
+// overrun is a HarnessError, never a finding.
 //
 // A long scenario (Scenario.Long, up to MaxLong) has that budget instead
 // of Budget, for a workflow that must reach a timer its controller cannot

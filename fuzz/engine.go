@@ -92,6 +92,10 @@ type Env struct {
 	// harness error. The schedule's timing counts from the mark, after the
 	// start, so it changes nothing a run does.
 	startSlack time.Duration
+	// settleSlack multiplies the settle budget the same way (1 in a go
+	// test -fuzz worker, else SettleSlack), and only while the controllers
+	// are still making progress (settleExtends).
+	settleSlack time.Duration
 
 	fixture any
 	cleanup func() error
@@ -199,9 +203,9 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
 	e.slack = 1
-	e.startSlack = 1
+	e.startSlack, e.settleSlack = 1, 1
 	if !isFuzzing() {
-		e.startSlack = StartSlack
+		e.startSlack, e.settleSlack = StartSlack, SettleSlack
 	}
 	e.Ready.WarmUp = time.Since(began) - e.Ready.ControlPlane - e.Ready.Setup
 	return e, nil

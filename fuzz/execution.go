@@ -127,19 +127,38 @@ func (e *Env) lagNeed(sched Schedule) time.Duration {
 // input applies.
 const StartSlack = 10
 
+// SettleSlack is how many times SettleBudget settling may take outside a
+// go test -fuzz worker, while the controllers are still making progress:
+// on a loaded machine a healthy controller's last writes, or a retrying
+// one's backed-off retries, come later than on a quiet one. A run whose
+// controllers are retrying without progress (409 after 409, patches that
+// change nothing) when SettleBudget runs out is judged then, as in a
+// worker: the slack buys a slow machine time, never a stuck run.
+const SettleSlack = 5
+
+// settleBudget is the settle budget (SettleBudget, relaxed while warming
+// up), and how long it may grow to while the controllers make progress.
+func (e *Env) settleBudget() (budget, extended time.Duration) {
+	budget = SettleBudget * e.slack
+	return budget, budget * max(1, e.settleSlack)
+}
+
 // extraStart is what the start and the schedule's restarts may take beyond
-// their budgets (startSlack), added to the execution's budget.
+// their budgets (startSlack), and settling beyond its budget
+// (settleSlack), added to the execution's budget.
 func (e *Env) extraStart(sched Schedule) time.Duration {
+	settle, extended := e.settleBudget()
+	extra := extended - settle
 	if e.startSlack <= 1 {
-		return 0
+		return extra
 	}
-	extra := StartBudget
+	start := StartBudget
 	for _, st := range sched.Steps {
 		if st.IsRestart() {
-			extra += RestartBudget
+			start += RestartBudget
 		}
 	}
-	return extra * (e.startSlack - 1) * e.slack
+	return extra + start*(e.startSlack-1)*e.slack
 }
 
 func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Result, retErr error) {
@@ -231,13 +250,13 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	// Quiet counts from the end of the workload too: a slow workload write
 	// must not count as quiet time.
 	var byProbe bool
-	res.Settled, res.SettledIdle, byProbe, lagOver = e.settle(ctx, x, driven, maxTime(lagEnd, driven), deadline.Add(SettleBudget*e.slack), true)
+	res.Settled, res.SettledIdle, byProbe, lagOver = e.settle(ctx, x, driven, maxTime(lagEnd, driven), deadline, true)
 	if res.Settled && byProbe && !e.convergedNow(ctx, x) {
 		// A probe cannot see an event its client has read but not yet
 		// queued (a loaded machine can take longer than ProbedQuiet to): a
 		// run whose end state is wrong settles only by the full quiet
 		// period, which the scenario makes longer than any retry.
-		res.Settled, res.SettledIdle, _, _ = e.settle(ctx, x, driven, maxTime(lagEnd, driven), deadline.Add(SettleBudget*e.slack), false)
+		res.Settled, res.SettledIdle, _, _ = e.settle(ctx, x, driven, maxTime(lagEnd, driven), deadline, false)
 	}
 	settled := time.Now()
 	res.Phases.Lag = max(0, lagOver.Sub(driven))
@@ -519,6 +538,8 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 	failing := map[string]int{} // client → its writes that failed since its last success
 	var checked time.Time       // when the AwaitCurrent objects were last read
 	var waiting []string        // and which of them were not Current then
+	settle, extended := e.settleBudget()
+	var progressSeen time.Time // when progressing was last asked, past the budget
 	for {
 		now := time.Now()
 		var newer trace.Trace
@@ -621,7 +642,18 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		// too: a no-fault run whose last step comes at t+1.5 s gets as long
 		// to settle after it as a faulted run gets after its lag. While a
 		// timer is due, only the execution's Budget (ctx) ends the wait.
-		outOfBudget := !timersDue && now.After(maxTime(deadline, timerDone.Add(SettleBudget*e.slack)))
+		// Past the budget, outside a fuzz worker, the wait goes on while
+		// the controllers still make progress (settleSlack).
+		outOfBudget := false
+		if from := maxTime(deadline, timerDone); !timersDue && now.After(from.Add(settle)) {
+			switch {
+			case !now.Before(from.Add(extended)):
+				outOfBudget = true
+			case now.Sub(progressSeen) >= progressInterval:
+				progressSeen = now
+				outOfBudget = !e.progressing(x, lagOver, now)
+			}
+		}
 		if quiet && len(waiting) == 0 {
 			if quietIdle {
 				return true, true, quietProbe, now
@@ -643,6 +675,23 @@ func (e *Env) settle(ctx context.Context, x *Exec, driven, lagEnd, deadline time
 		case <-tick.C:
 		}
 	}
+}
+
+// progressInterval is how often, past the settle budget, settle asks
+// whether the controllers still make progress.
+const progressInterval = 100 * time.Millisecond
+
+// progressing says whether a run not settled within its settle budget may
+// still settle: the lag is not over yet (a watch still to reopen, a restart
+// under way, a lagging apiserver catching up), or the writes since it was
+// over have not stalled (writeOutcomes.stalled), as a healthy controller's
+// do on a loaded machine. A run whose writes have stalled is judged at the
+// budget, however much slack it has.
+func (e *Env) progressing(x *Exec, lagOver, now time.Time) bool {
+	if lagOver.IsZero() {
+		return true
+	}
+	return !writesSince(e.proxy.Trace().Since(trace.Cursor{}), lagOver).stalled(lagOver, now, e.s.quiet())
 }
 
 // watchStates follow, per client and resource, whether a fault (a Break,

@@ -73,9 +73,13 @@ func (e *Env) convergence(ctx context.Context, x *Exec, c *Convergence, res *Res
 			continue
 		}
 		w := writesSince(res.Trace, x.lagOver)
-		if x.lagOver.IsZero() || !w.stalled(x.lagOver, x.settleEnd, e.s.quiet()) {
+		if x.lagOver.IsZero() {
+			return &HarnessError{Err: fmt.Errorf("%s not converged (%s) and the run never settled: its lag never ended (a watch not opened again, a restart or a lagging apiserver not done) within the budget, so convergence cannot be judged: a slow machine, not a finding",
+				obj, strings.Join(problems, "; ")), Unsettled: true}
+		}
+		if !w.stalled(x.lagOver, x.settleEnd, e.s.quiet()) {
 			return &HarnessError{Err: fmt.Errorf("%s not converged (%s) and the run never settled: its controllers were still at work %v after the lag ended (since then %s), so convergence cannot be judged: a slow machine, not a finding",
-				obj, strings.Join(problems, "; "), SettleBudget*e.slack, w), Unsettled: true}
+				obj, strings.Join(problems, "; "), x.settleEnd.Sub(x.lagOver).Round(time.Millisecond), w), Unsettled: true}
 		}
 		res.violateOn("convergence", obj, fmt.Sprintf("%s: not converged, its controllers retrying without progress: since the lag was over, %s; %d writes since the last that changed an object: %s",
 			obj, w, w.retries, strings.Join(problems, "; ")))
