@@ -144,7 +144,7 @@ func scenario(minRetry, maxRetry time.Duration) fuzz.Scenario {
 		// Knob "edit": 0 = no edit; k = the user edits spec.interval at
 		// t+k×EditStep, bumping metadata.generation while source-controller
 		// may be behind.
-		Knobs: []fuzz.Knob{{Name: "edit", Values: 4}},
+		Knobs: []fuzz.Knob{{Name: "edit", Values: EditValues}},
 		Drive: func(ctx context.Context, x *fuzz.Exec) error {
 			if err := x.Direct.Create(ctx, gitRepository(x.Namespace, x.Fixture().(*fixture).url)); err != nil {
 				return err
@@ -264,8 +264,12 @@ func start(ctx context.Context, x *fuzz.Exec, bin string, minRetry, maxRetry tim
 	return x.WaitForWatch(ctx, Client, "gitrepositories")
 }
 
-// EditStep spaces the times the "edit" knob can choose.
-const EditStep = 500 * time.Millisecond
+// EditStep spaces the times the "edit" knob can choose, EditValues of them
+// (0: no edit).
+const (
+	EditStep   = 500 * time.Millisecond
+	EditValues = 4
+)
 
 // editInterval changes spec.interval, as a user would, with a merge patch.
 func editInterval(ctx context.Context, x *fuzz.Exec) error {
