@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,11 +36,7 @@ func scopesScenario(scopes map[string]string) Scenario {
 		Resources: []string{"configmaps", "nodes", "leases"},
 		Scopes:    scopes,
 		Start: func(ctx context.Context, x *Exec) error {
-			cfg, err := x.Config("watcher")
-			if err != nil {
-				return err
-			}
-			cs, err := kubernetes.NewForConfig(cfg)
+			cs, err := clientsetOf(x, "watcher")
 			if err != nil {
 				return err
 			}

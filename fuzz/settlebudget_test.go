@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // TestSettleBudgetGrowsOnlyWithProgress runs, against the real apiserver, a
@@ -30,11 +29,7 @@ func TestSettleBudgetGrowsOnlyWithProgress(t *testing.T) {
 		Clients: []string{"a"}, Resources: []string{"configmaps"},
 		Knobs: []Knob{{Name: "stuck", Values: 2}},
 		Start: func(ctx context.Context, x *Exec) error {
-			cfg, err := x.Config("a")
-			if err != nil {
-				return err
-			}
-			cs, err := kubernetes.NewForConfig(cfg)
+			cs, err := clientsetOf(x, "a")
 			if err != nil {
 				return err
 			}

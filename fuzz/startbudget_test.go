@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
 )
@@ -35,11 +34,7 @@ func TestStartTakesTheLagBudgetItsScheduleLeaves(t *testing.T) {
 				return ctx.Err()
 			}
 			// The one request of client a: a controller whose start took slow.
-			cfg, err := x.Config("a")
-			if err != nil {
-				return err
-			}
-			cs, err := kubernetes.NewForConfig(cfg)
+			cs, err := clientsetOf(x, "a")
 			if err != nil {
 				return err
 			}

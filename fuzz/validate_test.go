@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
@@ -210,4 +211,13 @@ func TestValidateLongBounds(t *testing.T) {
 	if err := s.Validate(); err != nil {
 		t.Fatalf("windows up to 12 s refused within a 20 s Long budget: %v", err)
 	}
+}
+
+// clientsetOf is a clientset for the execution's client, through the proxy.
+func clientsetOf(x *Exec, client string) (*kubernetes.Clientset, error) {
+	cfg, err := x.Config(client)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
 }
