@@ -143,10 +143,10 @@ func (e *Env) settleBudget() (budget, extended time.Duration) {
 	return budget, budget * max(1, e.settleSlack)
 }
 
-// extraStart is what the start and the schedule's restarts may take beyond
+// extraBudget is what the start and the schedule's restarts may take beyond
 // their budgets (startSlack), and settling beyond its budget
 // (settleSlack), added to the execution's budget.
-func (e *Env) extraStart(sched Schedule) time.Duration {
+func (e *Env) extraBudget(sched Schedule) time.Duration {
 	settle, extended := e.settleBudget()
 	extra := extended - settle
 	if e.startSlack <= 1 {
@@ -167,7 +167,7 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	if o.within > 0 {
 		budget = o.within
 	}
-	budget += e.extraStart(sched)
+	budget += e.extraBudget(sched)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 
