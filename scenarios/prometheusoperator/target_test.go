@@ -32,6 +32,17 @@ func writes(res *fuzz.Result, resource string) map[string]int {
 	return n
 }
 
+// deleteFoundNothing reports whether the workload's delete of what (kind
+// and name, as its log line names them) found nothing to delete.
+func deleteFoundNothing(res *fuzz.Result, what string) bool {
+	for _, l := range res.Logs.Lines {
+		if l.Client == "workload" && strings.HasPrefix(l.Text, "delete "+what+": not found") {
+			return true
+		}
+	}
+	return false
+}
+
 // summary is what one run did: the operator's StatefulSet writes, then
 // res.Report, with its phase times.
 func summary(sched fuzz.Schedule, res *fuzz.Result) string {
@@ -85,13 +96,25 @@ func TestPrometheusOperator(t *testing.T) {
 			// (2026-11-28) the recreated Alertmanager's StatefulSet made
 			// twice, as above, left 1 run of 4 still settling after the 2 s
 			// budget; a violation or a missing create fails at once.
+			//
+			// The person's delete at t+0.4 s needs the StatefulSet made by
+			// then. Beside hack/loaded.sh 2 (2026-12-04, a whole .ci/run)
+			// the operator made it only after the step, whose delete found
+			// nothing, and 2 creates were all the run had: that run did not
+			// test the re-creation, so it runs again (up to 8 runs).
+			missed := 0
 			for run := 1; ; run++ {
 				res, err := e.Run(context.Background(), sched, fuzz.Retries(3))
 				if err != nil {
 					t.Fatalf("schedule %s: %v", sched, err)
 				}
 				w := writes(res, "statefulsets")
-				if w["create"] < c.creates || len(res.Violations) > 0 || (!res.Settled && run == 3) {
+				if c.remove == 0 && deleteFoundNothing(res, "StatefulSet prometheus-prom") && len(res.Violations) == 0 && missed < 7 {
+					missed++
+					t.Logf("schedule %s, run %d: the person's delete came before the operator made the StatefulSet (%d StatefulSet creates): running it again", sched, run, w["create"])
+					continue
+				}
+				if w["create"] < c.creates || len(res.Violations) > 0 || (!res.Settled && run-missed == 3) {
 					t.Fatalf("schedule %s, run %d: %d StatefulSet creates, violations %v, settled %v; want at least %d, none and settled\n%s", sched, run, w["create"], res.Violations, res.Settled, c.creates, summary(sched, res))
 				}
 				if res.Settled {
