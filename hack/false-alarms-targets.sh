@@ -30,7 +30,8 @@ targets=(scenarios/pymirror/target.yaml scenarios/contention/target.yaml scenari
 	scenarios/kcm/targets/job-gate-off.yaml scenarios/kcm/targets/job-gate-on.yaml scenarios/kcm/targets/deployment-scheduled.yaml
 	scenarios/kcm/targets/job-backoff.yaml scenarios/argorollouts/targets/workflows.yaml
 	scenarios/argorollouts/targets/experiment.yaml scenarios/prometheusoperator/targets/bindings.yaml
-	scenarios/argorollouts/targets/deadline.yaml)
+	scenarios/argorollouts/targets/deadline.yaml scenarios/kcm/targets/job-pod-fates.yaml
+	scenarios/kcm/targets/node-steps.yaml)
 if [ -n "${FALSE_ALARMS_TARGETS:-}" ]; then
 	targets=()
 	for t in $FALSE_ALARMS_TARGETS; do
