@@ -238,22 +238,19 @@ func (e *Env) learnedOracles(ctx context.Context, res *Result) {
 	if ref == nil || !res.Settled {
 		return // an end state that is not final is not judged
 	}
-	if why := cmp.Or(res.Diverged, ref.diverged); why != "" {
-		// Another workflow than the references' (or theirs not the
-		// target's): its end state is shown, not judged.
-		whose := "this run's"
-		if res.Diverged == "" {
-			whose = "the no-fault reference runs'"
-		}
+	if why := ref.otherWorkflow(res); why != "" {
+		// Another workflow than the references' (or theirs not one
+		// workflow): its end state is shown, not judged.
 		for i, es := range e.s.EndStates {
 			if i < len(res.ends) && res.ends[i] != nil {
 				m, _ := ref.ends[i].diff(es.GVK.Kind, res.ends[i])
 				res.endUnjudged = append(res.endUnjudged, m...)
 			}
 		}
-		res.endUnjudgedWhy = fmt.Sprintf("%s workflow diverged (%s)", whose, why)
+		res.endUnjudgedWhy = why
 		return
 	}
+	res.gaveUpAsReferences = len(res.gaveUp) > 0
 	judge := func() (msgs []string) {
 		res.endDiffs = nil
 		for i, es := range e.s.EndStates {
@@ -309,7 +306,7 @@ func (e *Env) widenEndStates(ctx context.Context, knobs map[string]int, ref *lea
 	ref.widened = true
 	for range EndStateConfirmations {
 		r, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
-		if err != nil || !r.Settled || r.Diverged != "" || len(r.ends) != len(ref.ends) {
+		if err != nil || !r.Settled || !slices.Equal(r.gaveUp, ref.gaveUp) || len(r.ends) != len(ref.ends) {
 			continue
 		}
 		for i := range ref.ends {
@@ -333,11 +330,51 @@ type learned struct {
 	// rewritten are the fields a controller changed in the reference runs
 	// (anyFieldKey), which Scenario.LostUpdatesAnyField does not judge.
 	rewritten map[string]bool
-	// diverged is why a reference run's workload went on without what it
-	// waited for (Result.Diverged): their end state is not the workflow's,
-	// and no end state of this knob setting is judged. Empty when both
-	// ran as written.
+	// gaveUp are the waits that gave up in both reference runs
+	// (Result.gaveUp), sorted: a wait that times out by design, every
+	// run, is part of the workflow.
+	gaveUp []string
+	// diverged says how the two reference runs' waits differed (one gave
+	// up in one run only): their workflow is not one, and no end state of
+	// this knob setting is judged. Empty when the same waits gave up in
+	// both (or none).
 	diverged string
+}
+
+// otherWorkflow says why res's workflow is not the one ref's reference
+// runs ran, as the report reads it, or "" when the same waits gave up in
+// it as in both of them (none, or those that time out by design).
+func (ref *learned) otherWorkflow(res *Result) string {
+	if ref.diverged != "" {
+		return fmt.Sprintf("the no-fault reference runs' workflow diverged (%s)", ref.diverged)
+	}
+	for _, w := range res.gaveUp {
+		if !slices.Contains(ref.gaveUp, w) {
+			return fmt.Sprintf("this run's workflow diverged (%s)", w)
+		}
+	}
+	for _, w := range ref.gaveUp {
+		if !slices.Contains(res.gaveUp, w) {
+			return fmt.Sprintf("this run's workflow diverged (%s in both no-fault reference runs, not in this one)", w)
+		}
+	}
+	return ""
+}
+
+// gaveUpDiffer says how two runs' waits that gave up differ ("" when
+// they are the same), naming the first wait that gave up in one only.
+func gaveUpDiffer(a, b []string) string {
+	for _, w := range a {
+		if !slices.Contains(b, w) {
+			return w + " in one reference run only"
+		}
+	}
+	for _, w := range b {
+		if !slices.Contains(a, w) {
+			return w + " in one reference run only"
+		}
+	}
+	return ""
 }
 
 // learnedReference runs the two no-fault reference runs of knobs on first
@@ -370,7 +407,11 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 			e.refRuns[key] = res
 		}
 		ref.settled = ref.settled && res.Settled
-		ref.diverged = cmp.Or(ref.diverged, res.Diverged)
+		if run == 0 {
+			ref.gaveUp = res.gaveUp
+		} else if d := gaveUpDiffer(ref.gaveUp, res.gaveUp); d != "" {
+			ref.diverged, ref.gaveUp = d, nil
+		}
 		rewrittenFields(res.Trace, res.direct, ref.rewritten)
 	}
 	for i := range e.s.EndStates {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,29 +98,51 @@ func TestEndStateLearnedFromReferenceRuns(t *testing.T) {
 // reference runs, so its end state is shown in the report and not judged;
 // every other oracle still judges it. The duplicate child of
 // TestEndStateLearnedFromReferenceRuns is not a violation when the fault
-// run diverged, nor when the reference runs did (knob "diverge": 1, the
-// fault runs; 2, the no-fault runs), and is one when neither did (0).
+// run's wait gave up and the reference runs' did not (knob "diverge": 1),
+// nor the other way round (2), nor when one reference run's did and the
+// other's not (4); it is one when neither did (0), and when the same wait
+// gave up in the fault run and in both reference runs (3): a wait that
+// gives up every run is the workflow as written, judged.
 func TestEndStateNotJudgedWhenDiverged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
 	s := childScenario()
 	s.EndStates = []EndState{{GVK: corev1.SchemeGroupVersion.WithKind("ConfigMap")}}
-	s.Knobs = []Knob{{Name: "diverge", Values: 3}}
+	s.Knobs = []Knob{{Name: "diverge", Values: 5}}
 	drive := s.Drive
+	var mu sync.Mutex
+	refRuns := 0 // no-fault runs of diverge=4
 	s.Drive = func(ctx context.Context, x *Exec) error {
-		if k := x.Knob("diverge"); k == 1 && len(x.Schedule.Steps) > 0 || k == 2 && len(x.Schedule.Steps) == 0 {
+		faulted := len(x.Schedule.Steps) > 0
+		k := x.Knob("diverge")
+		gaveUp := k == 1 && faulted || k == 2 && !faulted || k == 3
+		if k == 4 && !faulted {
+			mu.Lock()
+			refRuns++
+			gaveUp = refRuns == 1
+			mu.Unlock()
+		}
+		if gaveUp {
 			x.Diverged("the wait for the parent's child gave up")
+			x.Diverged("the wait for the parent's child gave up") // counted once
 		}
 		return drive(ctx, x)
 	}
 	env := testEnv(t, s)
 	const dup = "ConfigMap ConfigMap p/p-*#1: present; no no-fault reference run has it"
+	const wait = "the wait for the parent's child gave up"
 	for _, c := range []struct {
 		diverge int
 		judged  bool
-		whose   string
-	}{{0, true, ""}, {1, false, "this run's"}, {2, false, "the no-fault reference runs'"}} {
+		why     string
+	}{
+		{0, true, ""},
+		{1, false, "this run's workflow diverged (" + wait + ")"},
+		{2, false, "this run's workflow diverged (" + wait + " in both no-fault reference runs, not in this one)"},
+		{3, true, ""},
+		{4, false, "the no-fault reference runs' workflow diverged (" + wait + " in one reference run only)"},
+	} {
 		sched := childRestart
 		sched.Knobs = map[string]int{"diverge": c.diverge}
 		res, err := env.Run(context.Background(), sched, Retries(3))
@@ -130,15 +153,20 @@ func TestEndStateNotJudgedWhenDiverged(t *testing.T) {
 		if judged != c.judged || !c.judged && len(res.Violations) > 0 {
 			t.Errorf("schedule %s: violations %v; want the duplicate child judged %v", sched, res.Violations, c.judged)
 		}
+		if (res.Diverged != "") != (c.diverge == 1 || c.diverge == 3) {
+			t.Errorf("schedule %s: Result.Diverged %q", sched, res.Diverged)
+		}
+		rep := res.Report()
+		if c.diverge == 3 {
+			if want := "workload waits gave up as in both no-fault reference runs (" + wait + "): the workflow as written, its end state judged"; !strings.Contains(rep, want) {
+				t.Errorf("schedule %s: the report does not say the end state was judged though a wait gave up (want %q):\n%s", sched, want, rep)
+			}
+		}
 		if c.judged {
 			continue
 		}
-		rep := res.Report()
-		if want := "end state not judged, as " + c.whose + " workflow diverged (the wait for the parent's child gave up)"; !strings.Contains(rep, want) || !strings.Contains(rep, "it differed from the reference runs': "+dup) {
+		if want := "end state not judged, as " + c.why; !strings.Contains(rep, want) || !strings.Contains(rep, "it differed from the reference runs': "+dup) {
 			t.Errorf("schedule %s: the report does not show the unjudged end state (want %q and the duplicate child):\n%s", sched, want, rep)
-		}
-		if (res.Diverged != "") != (c.diverge == 1) {
-			t.Errorf("schedule %s: Result.Diverged %q", sched, res.Diverged)
 		}
 	}
 }

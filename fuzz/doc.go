@@ -172,9 +172,10 @@
 // per knob setting), end state (Scenario.EndStates: a settled run's
 // objects against the same reference runs, where those agree; the elements
 // of a list its CRD declares x-kubernetes-list-type: map are matched by their
-// keys, not their order; not judged when the run, or a reference run,
-// diverged: Exec.Diverged, a workload that went on after a wait gave up,
-// Result.Diverged), stale self-view
+// keys, not their order; not judged when the run's workflow is not its
+// reference runs': Exec.Diverged, a workload that went on after a wait
+// gave up, Result.Diverged, unless the same waits gave up in both
+// reference runs too), stale self-view
 // (Scenario.StaleSelfView: a stored write sent from a view older than its
 // writer's own last acknowledged write to the object, audit.SelfStale, that
 // replaced a value of that write which no later write restored; every

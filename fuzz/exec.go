@@ -76,9 +76,10 @@ type Exec struct {
 	// crashes are the controller processes that exited on their own (the
 	// crash oracle).
 	crashes []crash
-	// diverged is why the workload went on without what it waited for
-	// (Diverged); empty while it runs as written.
-	diverged string
+	// diverged are the distinct reasons the workload went on without what
+	// it waited for (Diverged), in the order given; empty while it runs as
+	// written.
+	diverged []string
 }
 
 // crash is a controller process that exited on its own during the
@@ -209,16 +210,20 @@ func (x *Exec) Settled() bool { return x.settled }
 
 // Diverged tells the engine that the workload went on without what it
 // paced itself on (a wait that gave up: a promote sent before the pause it
-// was meant for), so that the execution's workflow is no longer the one the
-// no-fault reference runs ran. Its end state is then not compared with
-// theirs (Scenario.EndStates; Result.Diverged); every other oracle judges
-// it as before. why says which wait, as a person reads it; the first call
-// of an execution is kept.
+// was meant for), so that the execution's workflow may no longer be the one
+// the no-fault reference runs ran. why names the wait, as a person reads
+// it, and is the same for the same wait in every run (no times, no
+// namespace): runs are compared by it. The end state (Scenario.EndStates)
+// is judged only when the waits that gave up in this execution are those
+// that gave up in both no-fault reference runs of its knob settings (a wait
+// that times out by design, every run, is the workflow); otherwise it is
+// shown and not judged (Result.Diverged). Every other oracle judges the
+// execution as before. Repeated calls with one why count once.
 func (x *Exec) Diverged(why string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.diverged == "" {
-		x.diverged = why
+	if !slices.Contains(x.diverged, why) {
+		x.diverged = append(x.diverged, why)
 	}
 }
 

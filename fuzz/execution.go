@@ -268,7 +268,10 @@ func (e *Env) run(ctx context.Context, sched Schedule, o runOptions) (res *Resul
 	}
 	x.mu.Lock()
 	res.Restarts = slices.Clone(x.restarts)
-	res.Diverged = x.diverged
+	if len(x.diverged) > 0 {
+		res.Diverged = x.diverged[0]
+		res.gaveUp = slices.Sorted(slices.Values(x.diverged))
+	}
 	x.mu.Unlock()
 	if err := x.err(); err != nil {
 		return res, harness("%w", err)

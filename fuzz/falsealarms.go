@@ -114,7 +114,7 @@ func (f *FalseAlarms) add(i int, sched Schedule, input []byte, res *Result, know
 	if !res.Settled {
 		f.Unsettled++
 	}
-	if res.Diverged != "" {
+	if res.Diverged != "" && !res.gaveUpAsReferences {
 		f.Diverged++
 	}
 	f.SelfViews = f.SelfViews.Add(res.SelfViews)

@@ -26,6 +26,13 @@ func TestFalseAlarmsAdd(t *testing.T) {
 		{Oracle: "end-state", Subject: "ConfigMap b", Message: "b present"},
 	}
 	f.add(1, sched, nil, &Result{Diverged: "the wait for x gave up"}, nil, "", "")
+	// A wait that gave up as in both reference runs: the end state was
+	// judged, so the execution is not counted as diverged.
+	judged := FalseAlarms{ByOracle: map[string]int{}, First: map[string]string{}}
+	judged.add(1, sched, nil, &Result{Settled: true, Diverged: "the wait for x gave up", gaveUp: []string{"the wait for x gave up"}, gaveUpAsReferences: true}, nil, "", "")
+	if judged.Diverged != 0 {
+		t.Errorf("an execution whose wait gave up as its reference runs' did counted as diverged (%d): its end state was judged", judged.Diverged)
+	}
 	f.add(2, sched, []byte{1}, &Result{Settled: true, Violations: two, SelfViews: SelfViewStats{Writes: 2, Replacing: 1}}, nil, Nondeterminism, "the same in 1 of 3 no-fault runs")
 	f.add(3, sched, []byte{2}, &Result{Settled: true, Violations: []Violation{{Oracle: "crash", Message: "exit 2"}}}, nil, Race, "[crash] is judged without no-fault runs")
 

@@ -295,7 +295,7 @@ func runReferences(f *testing.F, s Scenario, shard Shard, seeds, learn bool) {
 		}
 		for _, key := range slices.Sorted(maps.Keys(env.learnedRefs)) {
 			if ref := env.learnedRefs[key]; ref != nil && ref.diverged != "" && len(s.EndStates) > 0 {
-				fmt.Fprintf(os.Stderr, "stalefuzz: %s: knob settings %s: a no-fault reference run went on after its workload's wait gave up (%s): end states are not judged for them; give that wait a longer timeout\n", s.Name, key, ref.diverged)
+				fmt.Fprintf(os.Stderr, "stalefuzz: %s: knob settings %s: the two no-fault reference runs' workload waits gave up differently (%s): end states are not judged for them; give that wait a longer timeout\n", s.Name, key, ref.diverged)
 			}
 		}
 	}
@@ -448,7 +448,7 @@ func (e *Env) prepareReferences(target string, logf func(format string, args ...
 			if ref == nil {
 				logf("scenario %s: the no-fault reference runs for %v were not clean: the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c)
 			} else if len(e.s.EndStates) > 0 && ref.diverged != "" {
-				logf("scenario %s: a no-fault reference run for %v went on after its workload's wait gave up (%s): end states are not judged for it; give that wait a longer timeout", e.s.Name, c, ref.diverged)
+				logf("scenario %s: the two no-fault reference runs for %v gave up different workload waits (%s): end states are not judged for it; give that wait a longer timeout", e.s.Name, c, ref.diverged)
 			} else if len(e.s.EndStates) > 0 && !ref.widened {
 				// Here, not on a first difference: an input's
 				// execution must fit in go test's 10 s.

@@ -39,7 +39,8 @@ type learnedJSON struct {
 	Widened   bool
 	Settled   bool
 	Rewritten map[string]bool
-	Diverged  string `json:",omitempty"`
+	Diverged  string   `json:",omitempty"`
+	GaveUp    []string `json:",omitempty"`
 }
 
 type endReferenceJSON struct {
@@ -79,7 +80,7 @@ func (e *Env) writeLearned(path string) error {
 		if ref == nil {
 			continue
 		}
-		j := learnedJSON{Counts: ref.counts, Widened: ref.widened, Settled: ref.settled, Rewritten: ref.rewritten, Diverged: ref.diverged}
+		j := learnedJSON{Counts: ref.counts, Widened: ref.widened, Settled: ref.settled, Rewritten: ref.rewritten, Diverged: ref.diverged, GaveUp: ref.gaveUp}
 		for _, er := range ref.ends {
 			j.Ends = append(j.Ends, endReferenceJSON{Objects: er.objects, Masked: er.masked})
 		}
@@ -118,7 +119,7 @@ func (e *Env) readLearned(path string) (int, error) {
 		if len(j.Counts) != len(e.s.Counts) || len(j.Ends) != len(e.s.EndStates) {
 			return 0, fmt.Errorf("scenario %s: learned references %s judge %d counts and %d end states, the scenario has %d and %d", e.s.Name, path, len(j.Counts), len(j.Ends), len(e.s.Counts), len(e.s.EndStates))
 		}
-		ref := &learned{counts: j.Counts, widened: j.Widened, settled: j.Settled, rewritten: j.Rewritten, diverged: j.Diverged}
+		ref := &learned{counts: j.Counts, widened: j.Widened, settled: j.Settled, rewritten: j.Rewritten, diverged: j.Diverged, gaveUp: j.GaveUp}
 		if ref.rewritten == nil {
 			ref.rewritten = map[string]bool{}
 		}

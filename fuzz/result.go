@@ -34,8 +34,11 @@ type Result struct {
 	Converged   bool // the Convergence oracle's objects converged
 	Restarts    []Restart
 	// Diverged is why the workload went on without what it waited for
-	// (Exec.Diverged), empty when it ran as written. Such a run's end
-	// state is not judged: the reference runs ran another workflow.
+	// (Exec.Diverged: the first wait that gave up), empty when it ran as
+	// written. Such a run's end state is judged only when the same waits
+	// gave up in both no-fault reference runs of its knob settings (the
+	// workflow as written: a wait that times out by design); otherwise
+	// they ran another workflow, and it is shown, not judged.
 	Diverged   string
 	Trace      trace.Trace
 	Violations []Violation
@@ -78,6 +81,11 @@ type Result struct {
 	// (endUnjudgedWhy says whose): shown in the report, never violations.
 	endUnjudged    []string
 	endUnjudgedWhy string
+	// gaveUp are every wait that gave up (Exec.Diverged), sorted; the
+	// end state is judged when they are the no-fault reference runs'
+	// (learned.gaveUp), and gaveUpAsReferences then says so.
+	gaveUp             []string
+	gaveUpAsReferences bool
 	// storm is, for an unsettled run of a Storm scenario, how its writes
 	// got nowhere once the faults were over (judged by Env.judgeStorm).
 	storm string
@@ -178,7 +186,10 @@ func (r *Result) Report() string {
 			fmt.Fprintf(&b, "  ... and %d more like it ([%s] on %s; every one is in the picture and in Result.Violations)\n", g.more, g.first.Oracle, g.subject())
 		}
 	}
-	if r.Diverged != "" {
+	switch {
+	case r.Diverged != "" && r.gaveUpAsReferences:
+		fmt.Fprintf(&b, "workload waits gave up as in both no-fault reference runs (%s): the workflow as written, its end state judged\n", strings.Join(r.gaveUp, "; "))
+	case r.Diverged != "":
 		fmt.Fprintf(&b, "workflow diverged: %s; the workload went on without it, so the end state was not judged\n", r.Diverged)
 	}
 	if len(r.endUnjudged) > 0 {

@@ -51,11 +51,13 @@
 // required one (Wait.Required) that timed out is judged again once the
 // run has settled: still unmet then is the oracle "stuck" (a
 // fuzz.Scenario.Checks entry), needing no reference run. Any wait that
-// timed out makes the execution diverged (fuzz.Exec.Diverged): the
-// workload went on without what it waited for, so its end state is not
-// compared with the reference runs' (their workflow was another), and a
-// reference run that diverged turns the end-state oracle off for its knob
-// setting (the campaign says so: the wait needs a longer timeout). The
+// timed out makes the execution diverged (fuzz.Exec.Diverged, naming the
+// wait): the workload went on without what it waited for, so its end state
+// is compared with the reference runs' only when the same waits timed out
+// in both of them (a wait that times out by design, every run, is the
+// workflow: a Job that is meant not to fail); a wait that timed out in one
+// of them only turns the end-state oracle off for its knob setting (the
+// campaign says so: the wait needs a longer timeout). The
 // Nodes node steps joined are deleted with their Leases when the execution
 // ends; a node step that fails (a resume of a running kubelet) makes the
 // execution a harness error.
