@@ -203,7 +203,8 @@ func TestSchedulerTargetFile(t *testing.T) {
 // failed by its podFailurePolicy on exit code 137 (OOMKilled) only. Job
 // retry (restartPolicy OnFailure, backoffLimit 0) counts a container
 // restarted in place against its limit: it completes only when its Pod
-// succeeds without a restart.
+// succeeds without a restart. A wait that gives up in every run (each fate
+// has one) is the workflow: the Jobs' end state is judged.
 func TestPodFatesTargetFile(t *testing.T) {
 	tg, err := target.Load("targets/job-pod-fates.yaml")
 	if err != nil {
@@ -245,6 +246,16 @@ func TestPodFatesTargetFile(t *testing.T) {
 			}
 			if waited["work"] != c.workFailed || waited["retry"] != c.retryComplete {
 				t.Errorf("schedule %s: work failed by its podFailurePolicy %v, retry complete %v; want %v and %v\n%s", sched, waited["work"], waited["retry"], c.workFailed, c.retryComplete, res.Report())
+			}
+			// Every fate has a wait that gives up by design, in the
+			// no-fault reference runs too: the workflow as written, so
+			// the Jobs' end state is judged, not set aside as diverged.
+			rep := res.Report()
+			if !strings.Contains(rep, "workload waits gave up as in both no-fault reference runs") || strings.Contains(rep, "end state not judged") {
+				t.Errorf("schedule %s: the Jobs' end state was not judged, though the same waits gave up in the no-fault reference runs\n%s", sched, rep)
+			}
+			if len(res.Violations) > 0 {
+				t.Errorf("schedule %s: violations in a run without faults\n%s", sched, rep)
 			}
 		})
 	}
