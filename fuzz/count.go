@@ -364,13 +364,8 @@ func (ref *learned) otherWorkflow(res *Result) string {
 // gaveUpDiffer says how two runs' waits that gave up differ ("" when
 // they are the same), naming the first wait that gave up in one only.
 func gaveUpDiffer(a, b []string) string {
-	for _, w := range a {
-		if !slices.Contains(b, w) {
-			return w + " in one reference run only"
-		}
-	}
-	for _, w := range b {
-		if !slices.Contains(a, w) {
+	for _, w := range slices.Concat(a, b) {
+		if slices.Contains(a, w) != slices.Contains(b, w) {
 			return w + " in one reference run only"
 		}
 	}
