@@ -450,6 +450,7 @@ func (e *Env) restartStep(ctx context.Context, x *Exec, step int, fired time.Tim
 	rctx, cancel := context.WithTimeout(ctx, RestartBudget*max(1, e.startSlack)*e.slack)
 	defer cancel()
 	var addErr error
+	var keep func() error // ends keepLagging once the new instance has synced
 	stopped, err := x.restart(rctx, st.Client, func() {
 		if st.Lag <= 0 {
 			return
@@ -472,8 +473,15 @@ func (e *Env) restartStep(ctx context.Context, x *Exec, step int, fired time.Tim
 				proxy.Rule{Client: st.Client, Resource: sc.gvr.Resource, Namespace: sc.namespace, Action: proxy.Rewind, ResourceVersion: rv, From: now, To: now + RestartBudget},
 				proxy.Rule{Client: st.Client, Resource: sc.gvr.Resource, Namespace: sc.namespace, Action: proxy.Delay, Delay: st.Lag, From: now, To: now + RestartBudget})
 		}
-		addErr = e.proxy.AddRules(rules...)
+		if addErr = e.proxy.AddRules(rules...); addErr == nil {
+			keep = e.keepLagging(x, rules, now+RestartBudget)
+		}
 	})
+	if keep != nil {
+		if kerr := keep(); err == nil {
+			err = kerr
+		}
+	}
 	if err == nil {
 		err = addErr
 	}
@@ -490,6 +498,50 @@ func (e *Env) restartStep(ctx context.Context, x *Exec, step int, fired time.Tim
 	x.lagUntil = maxTime(x.lagUntil, ready.Add(st.Lag))
 	x.mu.Unlock()
 	return nil
+}
+
+// keepLagging keeps a restart's lagging apiserver (rules, in force until
+// end after the mark) behind until the returned function is called, once the
+// new instance has synced: while it is not, the rules are added again, a
+// quarter of RestartBudget at a time, before they end. A restart within
+// RestartBudget (always, while fuzzing: it is the restart's budget there)
+// never needs it, so a schedule means what it meant; a slower one (on a
+// loaded machine, whose slack lets a test's or a replay's restart take
+// longer) would otherwise list from an apiserver that had caught up, and
+// the restart would not be the one the schedule asks for. The trace records
+// each addition with its window.
+func (e *Env) keepLagging(x *Exec, rules []proxy.Rule, end time.Duration) (stop func() error) {
+	const step = RestartBudget / 4
+	done, finished := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				finished <- nil
+				return
+			case <-tick.C:
+			}
+			now := time.Since(x.mark)
+			if now < end-step/2 {
+				continue
+			}
+			more := slices.Clone(rules)
+			for i := range more {
+				more[i].From, more[i].To = now, end+step
+			}
+			if err := e.proxy.AddRules(more...); err != nil {
+				finished <- fmt.Errorf("keep the lagging apiserver behind past t+%v: %w", end, err)
+				return
+			}
+			end += step
+		}
+	}()
+	return func() error {
+		close(done)
+		return <-finished
+	}
 }
 
 func maxTime(a, b time.Time) time.Time {
