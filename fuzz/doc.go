@@ -165,8 +165,9 @@
 //
 // Oracles: convergence and stuck (Scenario.Converge), lost update
 // (Scenario.LostUpdates), differential against a no-lag reference run
-// (Scenario.Differential; not judged when either run diverged, as end
-// state below), count safety (Scenario.Counts: live objects per
+// (Scenario.Differential; judged, as end state below, only when the run's
+// workload waits that gave up are those that gave up in the reference run
+// and in a second no-lag run made when any did), count safety (Scenario.Counts: live objects per
 // controller owner, judged on the apiserver's own history from a direct
 // watch, against a limit given or learned from two no-fault reference runs
 // per knob setting), end state (Scenario.EndStates: a settled run's

@@ -77,6 +77,9 @@ type Env struct {
 	sweep  *sweeper // removes what each execution left in the apiserver
 	scheme *runtime.Scheme
 	refs   map[string]map[string]any // knob settings → reference final state
+	// refsGaveUp are, per knob settings, the waits that gave up in both of
+	// the differential's reference runs (the workflow as written).
+	refsGaveUp map[string][]string
 	// learnedRefs are, per knob settings, what the no-fault reference runs
 	// taught the count and end-state oracles (learnedReference); nil when
 	// they were not clean.
@@ -138,7 +141,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}, learnedRefs: map[string]*learned{}}
+	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}, refsGaveUp: map[string][]string{}, learnedRefs: map[string]*learned{}}
 	if e.scheme == nil {
 		e.scheme = clientgoscheme.Scheme
 	}

@@ -412,16 +412,19 @@ type lost struct {
 }
 
 // differential compares the final state with the no-lag reference run for
-// the same knob settings.
+// the same knob settings. A run whose workload waits gave up (Exec.Diverged)
+// is judged only when the same waits gave up in the reference runs: the
+// workflow as written, as the end-state oracle judges it.
 func (e *Env) differential(ctx context.Context, res *Result) {
 	d := e.s.Differential
-	want, ok := e.reference(ctx, res.Schedule.Knobs)
+	want, gaveUp, ok := e.reference(ctx, res.Schedule.Knobs)
 	if !ok {
 		return // no trustworthy reference: the other oracles speak for this run
 	}
-	if res.Diverged != "" {
+	if !slices.Equal(res.gaveUp, gaveUp) {
 		return // another workflow than the reference run's (Exec.Diverged)
 	}
+	res.gaveUpAsReferences = len(gaveUp) > 0
 	if res.finalErr != nil {
 		res.violate("differential", res.finalErr.Error())
 		return
@@ -432,19 +435,32 @@ func (e *Env) differential(ctx context.Context, res *Result) {
 }
 
 // reference returns the final state of a no-lag run with these knobs,
-// running it on first need; false if that run was not clean.
-func (e *Env) reference(ctx context.Context, knobs map[string]int) (map[string]any, bool) {
+// running it on first need, and the workload waits that gave up in it;
+// false if that run was not clean. A reference run whose waits gave up is
+// trusted only when a second no-lag run gives up the same ones: a wait that
+// gives up every time is the workflow as written, one that gave up once is
+// chance.
+func (e *Env) reference(ctx context.Context, knobs map[string]int) (map[string]any, []string, bool) {
 	key := fmt.Sprint(knobs)
 	if want, ok := e.refs[key]; ok {
-		return want, want != nil
+		return want, e.refsGaveUp[key], want != nil
 	}
 	e.refs[key] = nil
-	ref, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
-	if err != nil || len(ref.Violations) > 0 || ref.finalErr != nil || !ref.Settled || ref.Diverged != "" {
-		return nil, false
+	clean := func(ref *Result, err error) bool {
+		return err == nil && len(ref.Violations) == 0 && ref.finalErr == nil && ref.Settled
 	}
-	e.refs[key] = ref.final
-	return ref.final, true
+	ref, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
+	if !clean(ref, err) {
+		return nil, nil, false
+	}
+	if len(ref.gaveUp) > 0 {
+		again, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
+		if !clean(again, err) || !slices.Equal(again.gaveUp, ref.gaveUp) {
+			return nil, nil, false
+		}
+	}
+	e.refs[key], e.refsGaveUp[key] = ref.final, ref.gaveUp
+	return ref.final, ref.gaveUp, true
 }
 
 // snapshot is the normalized final state of the differential's kind: objects
