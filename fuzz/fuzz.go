@@ -296,6 +296,8 @@ func runReferences(f *testing.F, s Scenario, shard Shard, seeds, learn bool) {
 		for _, key := range slices.Sorted(maps.Keys(env.learnedRefs)) {
 			if ref := env.learnedRefs[key]; ref != nil && ref.diverged != "" && len(s.EndStates) > 0 {
 				fmt.Fprintf(os.Stderr, "stalefuzz: %s: knob settings %s: the two no-fault reference runs' workload waits gave up differently (%s): end states are not judged for them; give that wait a longer timeout\n", s.Name, key, ref.diverged)
+			} else if ref != nil && len(ref.gaveUp) > 0 && len(s.EndStates) > 0 {
+				fmt.Fprintf(os.Stderr, "stalefuzz: %s: knob settings %s: workload waits gave up in both no-fault reference runs (%s): the workflow as written; a run is judged on its end state when the same waits give up in it\n", s.Name, key, strings.Join(ref.gaveUp, "; "))
 			}
 		}
 	}
@@ -449,7 +451,13 @@ func (e *Env) prepareReferences(target string, logf func(format string, args ...
 				logf("scenario %s: the no-fault reference runs for %v were not clean: the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c)
 			} else if len(e.s.EndStates) > 0 && ref.diverged != "" {
 				logf("scenario %s: the two no-fault reference runs for %v gave up different workload waits (%s): end states are not judged for it; give that wait a longer timeout", e.s.Name, c, ref.diverged)
-			} else if len(e.s.EndStates) > 0 && !ref.widened {
+			} else if len(e.s.EndStates) > 0 {
+				if len(ref.gaveUp) > 0 {
+					logf("scenario %s: workload waits gave up in both no-fault reference runs for %v (%s): the workflow as written; a run is judged on its end state when the same waits give up in it", e.s.Name, c, strings.Join(ref.gaveUp, "; "))
+				}
+				if ref.widened {
+					continue
+				}
 				// Here, not on a first difference: an input's
 				// execution must fit in go test's 10 s.
 				e.widenEndStates(context.Background(), c, ref)
