@@ -350,7 +350,10 @@ func (r *Result) focus(rep audit.Report) time.Time {
 // writer's own that replaced that write's values, the first few as a
 // likely cause: a controller acting on a cache older than its own last
 // write is the commonest stale-cache bug, and the oracles' symptom (an
-// object left behind, a count) is often far from it.
+// object left behind, a count) is often far from it. Then the answers
+// that arrived older than their client's view and were never followed by a
+// newer version (audit.Overtaken.Lasting), as a possible cause: only a
+// client that writes its answers into its cache (a write-back) is misled.
 func (r *Result) reportCause(b *strings.Builder, rep audit.Report) {
 	var cause []audit.SelfStale
 	for _, s := range rep.SelfStale {
@@ -358,12 +361,26 @@ func (r *Result) reportCause(b *strings.Builder, rep audit.Report) {
 			cause = append(cause, s)
 		}
 	}
-	if len(cause) == 0 || len(r.Violations) == 0 {
+	var lasting []audit.Overtaken
+	for _, o := range rep.Overtaken {
+		if o.Lasting() {
+			lasting = append(lasting, o)
+		}
+	}
+	if len(r.Violations) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "a likely cause: %d writes sent from a view older than their writer's own last write replaced values of that write (the audit below has every one):\n", len(cause))
-	for _, s := range cause[:min(3, len(cause))] {
-		fmt.Fprintf(b, "  t%+.3fs %s\n", s.At.Sub(r.Mark).Seconds(), s)
+	if len(cause) > 0 {
+		fmt.Fprintf(b, "a likely cause: %d writes sent from a view older than their writer's own last write replaced values of that write (the audit below has every one):\n", len(cause))
+		for _, s := range cause[:min(3, len(cause))] {
+			fmt.Fprintf(b, "  t%+.3fs %s\n", s.At.Sub(r.Mark).Seconds(), s)
+		}
+	}
+	if len(lasting) > 0 {
+		fmt.Fprintf(b, "a possible cause, where the client writes its writes' answers into its cache: %d answers arrived older than what the client had been shown, and nothing showed it the object again (the audit below has every one):\n", len(lasting))
+		for _, o := range lasting[:min(3, len(lasting))] {
+			fmt.Fprintf(b, "  t%+.3fs %s\n", o.At.Sub(r.Mark).Seconds(), o)
+		}
 	}
 }
 

@@ -51,3 +51,29 @@ func TestTimelineAroundTheCause(t *testing.T) {
 		t.Errorf("report lacks the cause:\n%s", rep)
 	}
 }
+
+// TestReportNamesAnOvertakenAnswer: a finding whose trace has a write's
+// answer that arrived older than its client's view, never followed by a
+// newer version of the object, names it as a possible cause (a write-back
+// would have pinned the cache to it), and an execution without one does not.
+func TestReportNamesAnOvertakenAnswer(t *testing.T) {
+	mark := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return mark.Add(time.Duration(n) * time.Millisecond) }
+	event := func(rv string, n int) trace.Event {
+		return trace.Event{Client: "argo", Resource: "replicasets", Group: "apps", Type: "MODIFIED", Namespace: "ns", Name: "bg-1", ResourceVersion: rv,
+			Arrived: ms(n), Released: ms(n), Fate: trace.Released, Rule: -1}
+	}
+	patch := trace.Request{Client: "argo", Verb: "patch", APIGroup: "apps", Resource: "replicasets", Namespace: "ns", Name: "bg-1",
+		Start: ms(100), Latency: 5 * time.Millisecond, Held: time.Second, FaultKind: trace.FaultSlow, Code: 200, ReturnedRV: "11",
+		Caller: "rollout/controller.go:1023", Write: &trace.Write{Patch: "strategic-merge", Set: map[string]string{"spec.replicas": "0"}}}
+	res := &Result{Scenario: "s", Mark: mark, Trace: trace.Trace{Requests: []trace.Request{patch}, Events: []trace.Event{event("10", 50), event("12", 400)}},
+		Violations: []Violation{{Oracle: "end-state", Message: "Rollout bg: status.replicas=4 (reference runs: 2)"}}}
+	want := "a possible cause, where the client writes its writes' answers into its cache: 1 answers arrived older than what the client had been shown"
+	if rep := res.Report(); !strings.Contains(rep, want) || !strings.Contains(rep, "its answer, rv 11, arrived 1.005s after it was sent, held 1.000s by a slow-answer fault, when the client had been shown rv 12") {
+		t.Errorf("report lacks the overtaken answer:\n%s", rep)
+	}
+	res.Trace.Events = append(res.Trace.Events, event("13", 1200)) // shown again: the cache healed
+	if rep := res.Report(); strings.Contains(rep, want) {
+		t.Errorf("an answer followed by a newer version is named as a cause:\n%s", rep)
+	}
+}

@@ -22,6 +22,10 @@ type Report struct {
 	// SelfStale are the writes sent from a view older than their writer's
 	// own last acknowledged write to the object, in the order sent.
 	SelfStale []SelfStale `json:"selfStale"`
+	// Overtaken are the writes' answers that reached their client after
+	// it had been shown a newer version of the object, in the order they
+	// arrived.
+	Overtaken []Overtaken `json:"overtaken"`
 	// Start is t = 0 for the times printed: the trace's first entry (a
 	// caller may set it to a schedule's mark).
 	Start time.Time `json:"start"`
@@ -289,6 +293,7 @@ func Of(tr trace.Trace) Report {
 		}
 		rep.SelfStale = append(rep.SelfStale, s.SelfStale)
 	}
+	rep.Overtaken = overtaken(tr, views)
 	for _, row := range rows {
 		slices.Sort(row.Fields)
 		rep.Rows = append(rep.Rows, *row)
@@ -389,6 +394,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	if err := r.writeSelfStale(w); err != nil {
 		return err
 	}
+	if err := r.writeOvertaken(w); err != nil {
+		return err
+	}
 	if len(r.Overwrites) == 0 {
 		// The trace holds the proxied clients' writes only: a change made
 		// straight to the apiserver (a workload's) is not audited here.
@@ -469,7 +477,8 @@ var htmlTable = template.Must(template.New("audit").Funcs(template.FuncMap{
 <tbody>{{range .Rows}}<tr class="{{if .Blind}}blind{{else}}locked{{end}}{{if .Overwrites}} overwrote{{end}}"><td>{{.Client}}</td><td><code>{{or .Caller "-"}}</code></td><td>{{.Verb}}</td><td>{{res .}}</td><td>{{.Kind}}</td><td>{{or .Lock "-"}}</td><td>{{.Writes}}</td><td>{{.Conflicts}}</td><td>{{.Failed}}</td><td>{{.Overwrites}}</td><td>{{.Behind}}</td><td>{{range $i, $f := .Fields}}{{if $i}}, {{end}}<code>{{$f}}</code>{{end}}</td></tr>
 {{end}}</tbody></table>
 {{if .Overwrites}}<p>Blind writes over an unseen change ({{len .Overwrites}} fields):</p><ul class="overwrites">{{range .Overwrites}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No blind write replaced a change its writer had not seen.</p>{{end}}
-{{if .SelfStale}}<p>Writes sent from a view older than the writer's own last write ({{len .SelfStale}}):</p><ul class="selfstale">{{range .SelfStale}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No write was sent from a view older than its writer's own last write.</p>{{end}}`))
+{{if .SelfStale}}<p>Writes sent from a view older than the writer's own last write ({{len .SelfStale}}):</p><ul class="selfstale">{{range .SelfStale}}<li>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{else}}<p>No write was sent from a view older than its writer's own last write.</p>{{end}}
+{{if .Overtaken}}<p>Answers older than what their client had already been shown ({{len .Overtaken}}):</p><ul class="overtaken">{{range .Overtaken}}<li{{if .Lasting}} class="lasting"{{end}}>{{t $.Start .At}} {{.}}</li>{{end}}</ul>{{end}}`))
 
 // HTML is r as an HTML fragment (a table and the list of overwrites) for
 // report.Section.

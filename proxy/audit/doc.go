@@ -68,6 +68,19 @@
 // status from a view like that and lose nothing: a SelfStale write is an
 // explanation, which package fuzz's oracles judge (see its doc).
 //
+// # Answers older than their client's view
+//
+// A write's answer that reached its client after the client had been shown
+// a newer version of the object itself (its watch event or GET at a higher
+// resourceVersion; a list does not count, as it says what its scope held,
+// not that the object changed) is listed too (Report.Overtaken), with
+// whether the client was shown the object again afterwards, by the same
+// instance. It harms no client whose cache only its watch feeds; one that
+// writes its answers into its cache (an informer write-back, which compares
+// no resourceVersions) goes back to the older object, for good when
+// nothing showed it the object again (Overtaken.Lasting). Like SelfStale, it
+// is an explanation, not a verdict.
+//
 // When any write to a resource used the status subresource, that resource has
 // one: the status paths of its main-resource writes are ignored (the
 // apiserver ignores them). Values are compared as recorded (trace.MaxValue);

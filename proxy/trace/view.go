@@ -208,6 +208,59 @@ func (v *Views) Seen(client string, obj Object, before time.Time) uint64 {
 	return rv
 }
 
+// SeenItself is Seen without lists: the newest resourceVersion of obj
+// itself (its watch events, its GETs) that client had been shown strictly
+// before t, since its latest restart before t; 0 if none. A list at R says
+// what its scope held as of R, not that obj changed after a given version:
+// what an answer can be older than is the object's own version.
+func (v *Views) SeenItself(client string, obj Object, before time.Time) uint64 {
+	s := v.seen[viewKey{client, v.instance(client, before), obj}]
+	if s == nil {
+		return 0
+	}
+	if i := sightingsBefore(s, before); i > 0 {
+		return s.newest[i-1]
+	}
+	return 0
+}
+
+// ShownAfter is the first moment strictly after t at which client was shown
+// obj again (its watch event, its GET, a LIST of its scope), by the
+// instance of client that ran at t; ok is false when that instance was
+// shown it no more (a restart ends what an instance is shown).
+func (v *Views) ShownAfter(client string, obj Object, t time.Time) (at time.Time, ok bool) {
+	scopes := []Object{obj, {Group: obj.Group, Resource: obj.Resource}}
+	if obj.Namespace != "" {
+		scopes = append(scopes, Object{Group: obj.Group, Resource: obj.Resource, Namespace: obj.Namespace})
+	}
+	inst := v.instance(client, t)
+	for _, scope := range scopes {
+		s := v.seen[viewKey{client, inst, scope}]
+		if s == nil {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(s.at, t, time.Time.Compare)
+		for found && i < len(s.at) && s.at[i].Equal(t) {
+			i++
+		}
+		if i < len(s.at) && (!ok || s.at[i].Before(at)) {
+			at, ok = s.at[i], true
+		}
+	}
+	return at, ok
+}
+
+// sightingsBefore is how many of s's sightings were strictly before t.
+func sightingsBefore(s *sightings, t time.Time) int {
+	i, _ := slices.BinarySearchFunc(s.at, t, func(a, b time.Time) int {
+		if a.Before(b) {
+			return -1
+		}
+		return 1
+	})
+	return i
+}
+
 // Readers are the clients that read each resource at all in a trace: a
 // watch event of it released to them, or a GET or LIST of it answered (what
 // Shown counts). A client that never reads a resource has no view of it, and
