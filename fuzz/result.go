@@ -397,6 +397,10 @@ func (r *Result) timeline(most int, focus time.Time, rep audit.Report) []string 
 	for _, s := range rep.SelfStale {
 		behind[s.Client+"|"+s.Verb+"|"+s.Object().String()+"|"+s.At.String()] = s
 	}
+	overtaken := map[string]audit.Overtaken{} // client|verb|object|start → the answer
+	for _, o := range rep.Overtaken {
+		overtaken[o.Client+"|"+o.Verb+"|"+o.Object().String()+"|"+o.Sent.String()] = o
+	}
 	for _, rs := range r.Restarts {
 		lag := ""
 		if rs.Lag > 0 {
@@ -446,6 +450,13 @@ func (r *Result) timeline(most int, focus time.Time, rep audit.Report) []string 
 			txt += fmt.Sprintf(" [view %s, behind its own write at rv %s", view, s.Own)
 			if len(s.Replaced) > 0 {
 				txt += fmt.Sprintf(": replaced %d of its values", len(s.Replaced))
+			}
+			txt += "]"
+		}
+		if o, ok := overtaken[q.Client+"|"+q.Verb+"|"+q.Object().String()+"|"+q.Start.String()]; ok {
+			txt += fmt.Sprintf(" [answered at t%+.3fs, after rv %s had been shown", o.At.Sub(r.Mark).Seconds(), o.View)
+			if o.Lasting() {
+				txt += "; never shown again"
 			}
 			txt += "]"
 		}

@@ -72,6 +72,9 @@ func TestReportNamesAnOvertakenAnswer(t *testing.T) {
 	if rep := res.Report(); !strings.Contains(rep, want) || !strings.Contains(rep, "its answer, rv 11, arrived 1.005s after it was sent, held 1.000s by a slow-answer fault, when the client had been shown rv 12") {
 		t.Errorf("report lacks the overtaken answer:\n%s", rep)
 	}
+	if tl := strings.Join(res.Timeline(30), "\n"); !strings.Contains(tl, "[answered at t+1.105s, after rv 12 had been shown; never shown again]") {
+		t.Errorf("the timeline does not mark the answer:\n%s", tl)
+	}
 	res.Trace.Events = append(res.Trace.Events, event("13", 1200)) // shown again: the cache healed
 	if rep := res.Report(); strings.Contains(rep, want) {
 		t.Errorf("an answer followed by a newer version is named as a cause:\n%s", rep)
