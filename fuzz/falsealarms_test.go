@@ -134,8 +134,8 @@ func TestTriage(t *testing.T) {
 // kind; the kinds survive the JSON line `stalefuzz false-alarms` reads.
 func TestSelfViewKinds(t *testing.T) {
 	stale := func(name, caller string, paths ...string) audit.SelfStale {
-		s := audit.SelfStale{Client: "op", Verb: "patch", Group: "example.com", Resource: "widgets", Subresource: "status", Name: name,
-			Caller: caller, OwnVerb: "patch", OwnSubresource: "status", OwnCaller: "status.go:10", RV: "20", View: "10", Own: "15"}
+		s := audit.SelfStale{WriteRef: audit.WriteRef{Client: "op", Verb: "patch", Group: "example.com", Resource: "widgets", Subresource: "status", Name: name,
+			Caller: caller}, OwnVerb: "patch", OwnSubresource: "status", OwnCaller: "status.go:10", RV: "20", View: "10", Own: "15"}
 		for _, p := range paths {
 			s.Replaced = append(s.Replaced, audit.Replaced{Path: p, Value: "new", Own: "old", OwnRV: "15"})
 		}

@@ -31,6 +31,28 @@ type Report struct {
 	Start time.Time `json:"start"`
 }
 
+// WriteRef names one write: its client and call site (trace.Request.Caller),
+// its verb, and the object (and subresource) written.
+type WriteRef struct {
+	Client      string `json:"client"`
+	Caller      string `json:"caller,omitempty"`
+	Verb        string `json:"verb"`
+	Group       string `json:"group,omitempty"`
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Name        string `json:"name"`
+}
+
+// Object is the object written.
+func (w WriteRef) Object() trace.Object {
+	return trace.Object{Group: w.Group, Resource: w.Resource, Namespace: w.Namespace, Name: w.Name}
+}
+
+func refOf(r *trace.Request) WriteRef {
+	return WriteRef{Client: r.Client, Caller: r.Caller, Verb: r.Verb, Group: r.APIGroup, Resource: r.Resource, Subresource: r.Subresource, Namespace: r.Namespace, Name: r.Name}
+}
+
 // Row counts one client's writes of one kind from one call site.
 type Row struct {
 	Client      string `json:"client"`

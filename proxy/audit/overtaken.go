@@ -25,16 +25,9 @@ import (
 // within the answer's flight.
 type Overtaken struct {
 	// At is when the answer reached its client; Sent when the write was sent.
-	At          time.Time `json:"at"`
-	Sent        time.Time `json:"sent"`
-	Client      string    `json:"client"`
-	Caller      string    `json:"caller,omitempty"`
-	Verb        string    `json:"verb"`
-	Group       string    `json:"group,omitempty"`
-	Resource    string    `json:"resource"`
-	Subresource string    `json:"subresource,omitempty"`
-	Namespace   string    `json:"namespace,omitempty"`
-	Name        string    `json:"name"`
+	At   time.Time `json:"at"`
+	Sent time.Time `json:"sent"`
+	WriteRef
 	// RV is the answer's resourceVersion; View the newest version of the
 	// object itself the client had been shown when the answer came.
 	RV   string `json:"rv"`
@@ -52,11 +45,6 @@ type Overtaken struct {
 // object again, and the client was not restarted: a cache that took the
 // answer in holds it to the end of the trace.
 func (o Overtaken) Lasting() bool { return o.Next.IsZero() && !o.Restarted }
-
-// Object is the object written.
-func (o Overtaken) Object() trace.Object {
-	return trace.Object{Group: o.Group, Resource: o.Resource, Namespace: o.Namespace, Name: o.Name}
-}
 
 func (o Overtaken) String() string {
 	obj, verb, site := describe(o.Resource, o.Namespace, o.Name, o.Verb, o.Subresource, o.Caller)
@@ -103,8 +91,7 @@ func overtaken(tr trace.Trace, views *trace.Views) []Overtaken {
 			continue
 		}
 		o := Overtaken{
-			At: at, Sent: r.Start, Client: r.Client, Caller: r.Caller, Verb: r.Verb, Group: r.APIGroup, Resource: r.Resource,
-			Subresource: r.Subresource, Namespace: r.Namespace, Name: r.Name, RV: r.ReturnedRV, View: rvString(view), Held: r.Held,
+			At: at, Sent: r.Start, WriteRef: refOf(r), RV: r.ReturnedRV, View: rvString(view), Held: r.Held,
 		}
 		if next, ok := views.ShownAfter(r.Client, obj, at); ok {
 			o.Next = next

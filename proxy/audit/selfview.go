@@ -23,19 +23,12 @@ import (
 // stored nothing, and one that set only other fields replaced none of the
 // writer's own.
 type SelfStale struct {
-	At          time.Time `json:"at"`
-	Client      string    `json:"client"`
-	Caller      string    `json:"caller,omitempty"`
-	Verb        string    `json:"verb"`
-	Group       string    `json:"group,omitempty"`
-	Resource    string    `json:"resource"`
-	Subresource string    `json:"subresource,omitempty"`
-	Namespace   string    `json:"namespace,omitempty"`
-	Name        string    `json:"name"`
-	Code        int       `json:"code"`             // its answer
-	SentRV      string    `json:"sentRV,omitempty"` // its precondition, "" for none
-	RV          string    `json:"rv,omitempty"`     // what it stored, "" when it stored nothing
-	View        string    `json:"view"`             // the newest of the object its writer had been sent ("" for none)
+	At time.Time `json:"at"`
+	WriteRef
+	Code   int    `json:"code"`             // its answer
+	SentRV string `json:"sentRV,omitempty"` // its precondition, "" for none
+	RV     string `json:"rv,omitempty"`     // what it stored, "" when it stored nothing
+	View   string `json:"view"`             // the newest of the object its writer had been sent ("" for none)
 	// Own is the writer's own last acknowledged write to the object: its
 	// resourceVersion, when its answer came, and what it was.
 	Own            string    `json:"own"`
@@ -61,11 +54,6 @@ type Replaced struct {
 
 // Stored reports whether the write was applied.
 func (s SelfStale) Stored() bool { return s.RV != "" }
-
-// Object is the object written.
-func (s SelfStale) Object() trace.Object {
-	return trace.Object{Group: s.Group, Resource: s.Resource, Namespace: s.Namespace, Name: s.Name}
-}
 
 func (s SelfStale) String() string {
 	var b strings.Builder
@@ -189,8 +177,7 @@ func selfStale(tr trace.Trace, views *trace.Views, hasStatus map[string]bool) []
 			continue
 		}
 		s := SelfStale{
-			At: w.Start, Client: w.Client, Caller: w.Caller, Verb: w.Verb, Group: w.APIGroup, Resource: w.Resource, Subresource: w.Subresource,
-			Namespace: w.Namespace, Name: w.Name, Code: w.Code, SentRV: w.SentRV, View: rvString(view),
+			At: w.Start, WriteRef: refOf(w), Code: w.Code, SentRV: w.SentRV, View: rvString(view),
 			Own: own.r.ReturnedRV, OwnAt: own.answered, OwnVerb: own.r.Verb, OwnSubresource: own.r.Subresource, OwnCaller: own.r.Caller,
 		}
 		rv, err := strconv.ParseUint(w.ReturnedRV, 10, 64)
