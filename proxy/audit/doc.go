@@ -76,10 +76,11 @@
 // not that the object changed) is listed too (Report.Overtaken), with
 // whether the client was shown the object again afterwards, by the same
 // instance. It harms no client whose cache only its watch feeds; one that
-// writes its answers into its cache (an informer write-back, which compares
-// no resourceVersions) goes back to the older object, for good when
-// nothing showed it the object again (Overtaken.Lasting). Like SelfStale, it
-// is an explanation, not a verdict.
+// writes its answers into its cache as they come (an informer write-back,
+// which compares no resourceVersions) goes back to the older object, for
+// good when nothing showed it the object again (Overtaken.Lasting). A
+// write-back made later than the answer is not seen: the trace does not
+// show it. Like SelfStale, it is an explanation, not a verdict.
 //
 // When any write to a resource used the status subresource, that resource has
 // one: the status paths of its main-resource writes are ignored (the

@@ -18,11 +18,14 @@ import (
 // its cache (an informer write-back: `GetIndexer().Update(answer)`, which
 // compares no resourceVersions): its cache then goes back to an older
 // object than it had, and stays there until the object is shown to it
-// again (Lasting when it never was). Argo Rollouts' write-backs of
-// Rollouts (argo-rollouts#4073) and of ReplicaSets (argo-rollouts#4044)
-// are this case. A slow answer (a Slow rule, APF queueing, a slow webhook)
-// is what opens the window; under ordinary latency it needs another writer
-// within the answer's flight.
+// again (Lasting when it never was). Argo Rollouts v1.7's write-backs of
+// ReplicaSets right after its patches (rollout/replicaset.go:42, :71,
+// controller.go:1023 at v1.7.2; removed by argo-rollouts#4044) are this
+// case. A write-back made later, at the end of a reconcile (its Rollouts
+// until v1.10, argo-rollouts#4073), is not: the trace does not show when it
+// happens, and its answer was not overtaken when it came. A slow answer (a
+// Slow rule, APF queueing, a slow webhook) is what opens the window; under
+// ordinary latency it needs another writer within the answer's flight.
 type Overtaken struct {
 	// At is when the answer reached its client; Sent when the write was sent.
 	At   time.Time `json:"at"`
