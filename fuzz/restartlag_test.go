@@ -46,19 +46,7 @@ func TestSlowRestartStillLags(t *testing.T) {
 					// A controller slow to start again.
 					time.Sleep(slow)
 				}
-				c := mgr.GetClient()
-				return builder.ControllerManagedBy(mgr).For(&corev1.ConfigMap{}).Named("labeller").Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-					var cm corev1.ConfigMap
-					if err := c.Get(ctx, req.NamespacedName, &cm); err != nil {
-						return reconcile.Result{}, client.IgnoreNotFound(err)
-					}
-					if cm.Labels["seen"] == "yes" {
-						return reconcile.Result{}, nil
-					}
-					patch := client.MergeFrom(cm.DeepCopy())
-					cm.Labels = map[string]string{"seen": "yes"}
-					return reconcile.Result{}, c.Patch(ctx, &cm, patch)
-				}))
+				return addLabeller(mgr, func() *corev1.ConfigMap { return &corev1.ConfigMap{} })
 			})
 		},
 		Drive: func(ctx context.Context, x *Exec) error {
@@ -99,4 +87,23 @@ func TestSlowRestartStillLags(t *testing.T) {
 	if kept == 0 {
 		t.Errorf("the trace records no rules added after t+%v: want the lagging apiserver kept behind while the restart was under way", RestartBudget/2)
 	}
+}
+
+// addLabeller adds to mgr a controller of objects of T that labels each
+// seen=yes (a merge patch) unless its cache shows the label already: the
+// smallest controller whose writes follow what its cache shows.
+func addLabeller[T client.Object](mgr manager.Manager, newObj func() T) error {
+	c := mgr.GetClient()
+	return builder.ControllerManagedBy(mgr).For(newObj()).Named("labeller").Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		obj := newObj()
+		if err := c.Get(ctx, req.NamespacedName, obj); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if obj.GetLabels()["seen"] == "yes" {
+			return reconcile.Result{}, nil
+		}
+		patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+		obj.SetLabels(map[string]string{"seen": "yes"})
+		return reconcile.Result{}, c.Patch(ctx, obj, patch)
+	}))
 }

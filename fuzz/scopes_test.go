@@ -17,10 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
@@ -192,19 +190,7 @@ func TestScopesRestartOntoALaggingAPIServer(t *testing.T) {
 		Scopes:    map[string]string{"leases": "kube-node-lease"},
 		Start: func(ctx context.Context, x *Exec) error {
 			return x.StartManager(ctx, "ctl", func(mgr manager.Manager) error {
-				c := mgr.GetClient()
-				return builder.ControllerManagedBy(mgr).For(&coordinationv1.Lease{}).Named("labeller").Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-					var l coordinationv1.Lease
-					if err := c.Get(ctx, req.NamespacedName, &l); err != nil {
-						return reconcile.Result{}, client.IgnoreNotFound(err)
-					}
-					if l.Labels["seen"] == "yes" {
-						return reconcile.Result{}, nil
-					}
-					patch := client.MergeFrom(l.DeepCopy())
-					l.Labels = map[string]string{"seen": "yes"}
-					return reconcile.Result{}, c.Patch(ctx, &l, patch)
-				}))
+				return addLabeller(mgr, func() *coordinationv1.Lease { return &coordinationv1.Lease{} })
 			})
 		},
 		Drive: func(ctx context.Context, x *Exec) error {
