@@ -363,7 +363,7 @@ func (r *Result) reportCause(b *strings.Builder, rep audit.Report) {
 	}
 	var lasting []audit.Overtaken
 	for _, o := range rep.Overtaken {
-		if o.Lasting() {
+		if o.Lasting() && !o.At.Before(r.Mark) { // not a previous execution's sweep
 			lasting = append(lasting, o)
 		}
 	}

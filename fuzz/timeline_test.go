@@ -75,6 +75,11 @@ func TestReportNamesAnOvertakenAnswer(t *testing.T) {
 	if tl := strings.Join(res.Timeline(30), "\n"); !strings.Contains(tl, "[answered at t+1.105s, after rv 12 had been shown; never shown again]") {
 		t.Errorf("the timeline does not mark the answer:\n%s", tl)
 	}
+	before := *res // the answer came before the execution's mark: a previous execution's
+	before.Mark = ms(1500)
+	if rep := before.Report(); strings.Contains(rep, want) {
+		t.Errorf("an answer before the mark is named as a cause:\n%s", rep)
+	}
 	res.Trace.Events = append(res.Trace.Events, event("13", 1200)) // shown again: the cache healed
 	if rep := res.Report(); strings.Contains(rep, want) {
 		t.Errorf("an answer followed by a newer version is named as a cause:\n%s", rep)

@@ -70,8 +70,22 @@ func (o Overtaken) String() string {
 // every stored create, update or patch of a named object (not a dry run)
 // whose answer its client received (trace.Request.Unanswered is false) at a
 // moment when views showed that client, by the same instance, the object
-// itself at a higher resourceVersion than the answer's.
+// itself at a higher resourceVersion than the answer's. An answer that came
+// after its client had been shown the object's deletion is left out (a
+// patch that removed its last finalizer is overtaken by its own DELETED
+// event): the object is gone.
 func overtaken(tr trace.Trace, views *trace.Views) []Overtaken {
+	// When each client was shown each object's deletion (its DELETED event).
+	deleted := map[string]time.Time{}
+	for i := range tr.Events {
+		e := &tr.Events[i]
+		if _, _, ok := e.Shown(); ok && e.Type == "DELETED" {
+			k := e.Client + "|" + e.Object().String()
+			if t, seen := deleted[k]; !seen || e.Released.Before(t) {
+				deleted[k] = e.Released
+			}
+		}
+	}
 	out := []Overtaken{}
 	for i := range tr.Requests {
 		r := &tr.Requests[i]
@@ -92,6 +106,9 @@ func overtaken(tr trace.Trace, views *trace.Views) []Overtaken {
 		view := views.SeenItself(r.Client, obj, at)
 		if view <= rv {
 			continue
+		}
+		if t, ok := deleted[r.Client+"|"+obj.String()]; ok && t.Before(at) {
+			continue // overtaken by the object's deletion (its last finalizer removed): it is gone
 		}
 		o := Overtaken{
 			At: at, Sent: r.Start, WriteRef: refOf(r), RV: r.ReturnedRV, View: rvString(view), Held: r.Held,

@@ -71,6 +71,14 @@ func TestOvertakenAnswer(t *testing.T) {
 	if rep := audit.Of(trace.Trace{Requests: []trace.Request{listed, slow}, Events: tr.Events}); len(rep.Overtaken) != 0 {
 		t.Errorf("a prompt answer after a list at rv 20: want none overtaken, got %+v", rep.Overtaken)
 	}
+	// Overtaken by the object's deletion (the patch removed its last
+	// finalizer): gone, not listed.
+	slow.Held = 300 * time.Millisecond
+	gone := released("argo", "12", 200)
+	gone.Type = "DELETED"
+	if rep := audit.Of(trace.Trace{Requests: []trace.Request{slow}, Events: []trace.Event{released("argo", "10", 50), gone}}); len(rep.Overtaken) != 0 {
+		t.Errorf("an answer overtaken by the object's deletion: want none, got %+v", rep.Overtaken)
+	}
 	var none strings.Builder
 	if err := audit.Of(trace.Trace{}).WriteTable(&none); err != nil || !strings.Contains(none.String(), "no write's answer reached its client after a newer version") {
 		t.Errorf("an empty trace's table: %v\n%s", err, none.String())
