@@ -363,7 +363,8 @@ func (r *Result) reportCause(b *strings.Builder, rep audit.Report) {
 	}
 	var lasting []audit.Overtaken
 	for _, o := range rep.Overtaken {
-		if o.Lasting() && !o.At.Before(r.Mark) { // not a previous execution's sweep
+		// Not a previous execution's objects, swept after the mark.
+		if o.Lasting() && !o.At.Before(r.Mark) && (r.Namespace == "" || o.Namespace == "" || o.Namespace == r.Namespace) {
 			lasting = append(lasting, o)
 		}
 	}

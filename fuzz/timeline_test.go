@@ -66,7 +66,7 @@ func TestReportNamesAnOvertakenAnswer(t *testing.T) {
 	patch := trace.Request{Client: "argo", Verb: "patch", APIGroup: "apps", Resource: "replicasets", Namespace: "ns", Name: "bg-1",
 		Start: ms(100), Latency: 5 * time.Millisecond, Held: time.Second, FaultKind: trace.FaultSlow, Code: 200, ReturnedRV: "11",
 		Caller: "rollout/controller.go:1023", Write: &trace.Write{Patch: "strategic-merge", Set: map[string]string{"spec.replicas": "0"}}}
-	res := &Result{Scenario: "s", Mark: mark, Trace: trace.Trace{Requests: []trace.Request{patch}, Events: []trace.Event{event("10", 50), event("12", 400)}},
+	res := &Result{Scenario: "s", Mark: mark, Namespace: "ns", Trace: trace.Trace{Requests: []trace.Request{patch}, Events: []trace.Event{event("10", 50), event("12", 400)}},
 		Violations: []Violation{{Oracle: "end-state", Message: "Rollout bg: status.replicas=4 (reference runs: 2)"}}}
 	want := "a possible cause, where the client writes its writes' answers into its cache: 1 answers arrived older than what the client had been shown"
 	if rep := res.Report(); !strings.Contains(rep, want) || !strings.Contains(rep, "its answer, rv 11, arrived 1.005s after it was sent, held 1.000s by a slow-answer fault, when the client had been shown rv 12") {
@@ -79,6 +79,11 @@ func TestReportNamesAnOvertakenAnswer(t *testing.T) {
 	before.Mark = ms(1500)
 	if rep := before.Report(); strings.Contains(rep, want) {
 		t.Errorf("an answer before the mark is named as a cause:\n%s", rep)
+	}
+	other := *res // another execution's namespace
+	other.Namespace = "ns-2"
+	if rep := other.Report(); strings.Contains(rep, want) {
+		t.Errorf("an answer in another execution's namespace is named as a cause:\n%s", rep)
 	}
 	res.Trace.Events = append(res.Trace.Events, event("13", 1200)) // shown again: the cache healed
 	if rep := res.Report(); strings.Contains(rep, want) {
