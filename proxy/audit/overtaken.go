@@ -75,15 +75,18 @@ func (o Overtaken) String() string {
 // patch that removed its last finalizer is overtaken by its own DELETED
 // event): the object is gone.
 func overtaken(tr trace.Trace, views *trace.Views) []Overtaken {
-	// When each client was shown each object's deletion (its DELETED event).
-	deleted := map[string]time.Time{}
+	// The DELETED events each client was shown of each object (a name can
+	// be deleted and made again).
+	type deletion struct {
+		at time.Time
+		rv uint64
+	}
+	deleted := map[string][]deletion{}
 	for i := range tr.Events {
 		e := &tr.Events[i]
-		if _, _, ok := e.Shown(); ok && e.Type == "DELETED" {
+		if _, rv, ok := e.Shown(); ok && e.Type == "DELETED" {
 			k := e.Client + "|" + e.Object().String()
-			if t, seen := deleted[k]; !seen || e.Released.Before(t) {
-				deleted[k] = e.Released
-			}
+			deleted[k] = append(deleted[k], deletion{e.Released, rv})
 		}
 	}
 	out := []Overtaken{}
@@ -107,7 +110,7 @@ func overtaken(tr trace.Trace, views *trace.Views) []Overtaken {
 		if view <= rv {
 			continue
 		}
-		if t, ok := deleted[r.Client+"|"+obj.String()]; ok && t.Before(at) {
+		if slices.ContainsFunc(deleted[r.Client+"|"+obj.String()], func(d deletion) bool { return d.at.Before(at) && d.rv > rv }) {
 			continue // overtaken by the object's deletion (its last finalizer removed): it is gone
 		}
 		o := Overtaken{

@@ -79,6 +79,12 @@ func TestOvertakenAnswer(t *testing.T) {
 	if rep := audit.Of(trace.Trace{Requests: []trace.Request{slow}, Events: []trace.Event{released("argo", "10", 50), gone}}); len(rep.Overtaken) != 0 {
 		t.Errorf("an answer overtaken by the object's deletion: want none, got %+v", rep.Overtaken)
 	}
+	// An earlier object of the same name deleted (before rv 10): not this one.
+	earlier := released("argo", "5", 20)
+	earlier.Type = "DELETED"
+	if rep := audit.Of(trace.Trace{Requests: []trace.Request{slow}, Events: []trace.Event{earlier, released("argo", "10", 50), released("argo", "12", 200)}}); len(rep.Overtaken) != 1 {
+		t.Errorf("an answer overtaken after an earlier namesake's deletion: want it listed, got %+v", rep.Overtaken)
+	}
 	var none strings.Builder
 	if err := audit.Of(trace.Trace{}).WriteTable(&none); err != nil || !strings.Contains(none.String(), "no write's answer reached its client after a newer version") {
 		t.Errorf("an empty trace's table: %v\n%s", err, none.String())
