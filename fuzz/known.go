@@ -39,6 +39,13 @@ type Known struct {
 	// schedule with no fault (ordinary latency and lag only). Zero: any
 	// schedule.
 	Faults []string
+	// On are resources (a watched resource's plural, "services"), each
+	// of which a step of the schedule must be on (Step.Resource: a held,
+	// delayed or broken watch, a fault on its writes' answers), for its
+	// violation to be this finding: a stuck rollout from a Services
+	// watch held is one finding, the same stuck rollout after ReplicaSet
+	// events late is another. Zero: any.
+	On []string
 }
 
 // FaultKinds are the names Known.Faults may use: Step.Kind's, and "none".
@@ -70,8 +77,19 @@ func (k Known) Match(v Violation, sched Schedule) bool {
 			return false
 		}
 	}
+	for _, r := range k.On {
+		if !slices.ContainsFunc(sched.Steps, func(st Step) bool { return st.Resource == r }) {
+			return false
+		}
+	}
 	return true
 }
+
+// KnownOnly returns, when vs is not empty and every violation in it is a
+// known finding of the scenario (Scenario.Known) raised by sched, the first
+// Known each matched, once each; nil otherwise: the violations are then a
+// finding.
+func (e *Env) KnownOnly(vs []Violation, sched Schedule) []Known { return e.s.knownOnly(vs, sched) }
 
 // knownOnly returns, when vs is not empty and every violation in it is a
 // known finding of s raised by sched, the first Known each matched (in

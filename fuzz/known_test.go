@@ -46,7 +46,7 @@ func TestKnownOnly(t *testing.T) {
 // A known finding is matched by its oracle, message, subject and the
 // schedule's fault kinds: the same message on another object, or from a
 // schedule without the fault the finding needs, is reported.
-func TestKnownBySubjectAndFaults(t *testing.T) {
+func TestKnownBySubjectFaultsAndResources(t *testing.T) {
 	lost := Known{Oracle: "end-state", Message: "missing", Subject: "StatefulSet prometheus-prom", Faults: []string{"relist"}, Why: "finding 1"}
 	v := Violation{Oracle: "end-state", Subject: "StatefulSet prometheus-prom", Message: "StatefulSet prometheus-prom: missing; both no-fault reference runs have it"}
 	relist := Schedule{Steps: []Step{{Client: "op", Resource: "statefulsets", Types: []string{"DELETED"}, Action: proxy.Expire, Length: time.Second}}}
@@ -67,6 +67,10 @@ func TestKnownBySubjectAndFaults(t *testing.T) {
 		{"any schedule when Faults is empty", Known{Oracle: "end-state", Message: "missing"}, v, restart, true},
 		{"none: only with no fault", Known{Oracle: "end-state", Message: "missing", Faults: []string{"none"}}, v, latency, true},
 		{"none, and a fault", Known{Oracle: "end-state", Message: "missing", Faults: []string{"none"}}, v, relist, false},
+		{"on the resource of its fault", Known{Oracle: "end-state", Message: "missing", On: []string{"statefulsets"}}, v, relist, true},
+		{"on another resource", Known{Oracle: "end-state", Message: "missing", On: []string{"services"}}, v, relist, false},
+		{"on the resource of a held watch", Known{Oracle: "end-state", Message: "missing", On: []string{"services"}}, v, Schedule{Steps: []Step{{Client: "op", Resource: "services", Action: proxy.Hold, Length: time.Second}}}, true},
+		{"on a resource, with only latency", Known{Oracle: "end-state", Message: "missing", On: []string{"statefulsets"}}, v, latency, false},
 	} {
 		if got := c.k.Match(c.v, c.sched); got != c.want {
 			t.Errorf("%s: Match = %v, want %v", c.name, got, c.want)

@@ -87,7 +87,7 @@ func referenceSeeds(ctx context.Context, e *Env) ([]Schedule, error) {
 	limit := min(MaxReferenceSeeds, max(MinReferenceSeeds, int(ReferenceSeedsReplay/each)))
 	byFamily := make([][]Schedule, len(e.families()))
 	for _, r := range refs {
-		for i, seeds := range e.anchored(r.knobs, r.tr, r.mark, MaxReferencePositions) {
+		for i, seeds := range e.Anchored(r.knobs, r.tr, r.mark, MaxReferencePositions) {
 			byFamily[i] = append(byFamily[i], seeds...)
 		}
 	}
@@ -210,12 +210,14 @@ func (e *Env) families() []family {
 	return nil
 }
 
-// anchored derives, from one no-fault run at knobs (its trace and mark),
-// the one-step schedules of each family (in families' order), per client,
-// watched resource and position (right after the Nth MODIFIED event, or
-// the Nth write), at most positions of them, each holding its window for
-// Bounds.MaxLength cut as decoding cuts it.
-func (e *Env) anchored(knobs map[string]int, tr trace.Trace, mark time.Time, positions int) [][]Schedule {
+// Anchored derives, from one no-fault run at knobs (its trace and mark),
+// the one-step schedules of each family of the scenario's space (in the
+// families' order), per client, watched resource and position (right after
+// the Nth MODIFIED, ADDED or DELETED event, or the Nth write), at most
+// positions of them, each holding its window for Bounds.MaxLength cut as
+// decoding cuts it: the reference seeds' schedules, and a truth table's
+// patterns (package fuzz/truthtable).
+func (e *Env) Anchored(knobs map[string]int, tr trace.Trace, mark time.Time, positions int) [][]Schedule {
 	b := e.s.Bounds.orDefault()
 	fams := e.families()
 	out := make([][]Schedule, len(fams))
@@ -392,6 +394,11 @@ func countCreates(tr trace.Trace, client, resource string, mark time.Time) int {
 	}
 	return n
 }
+
+// KnobSettings lists at most max of the scenario's knob settings, those with
+// the fewest knobs away from their first value first; the first is every
+// knob at its first value (an empty map).
+func (e *Env) KnobSettings(max int) []map[string]int { return knobSettings(e.s.Knobs, max) }
 
 // knobSettings lists max knob settings, those with the fewest knobs away from
 // zero first.

@@ -41,7 +41,7 @@ func TestAnchoredAtEveryEventType(t *testing.T) {
 		s := testScenario
 		s.Space = space
 		e := &Env{s: s}
-		for _, seeds := range e.anchored(map[string]int{"replicas": 0, "at": 0}, tr, mark, MaxReferencePositions) {
+		for _, seeds := range e.Anchored(map[string]int{"replicas": 0, "at": 0}, tr, mark, MaxReferencePositions) {
 			for _, sch := range seeds {
 				if len(sch.Steps) != 1 {
 					t.Fatalf("%v: a seed of %d steps: %s", space, len(sch.Steps), sch)
@@ -140,7 +140,7 @@ func TestOwnWritesSeenLate(t *testing.T) {
 			knobs := map[string]int{"replicas": 0, "at": 0}
 			seeds, n := e.ownHeld(knobs, tr, mark, MaxReferencePositions)
 			first = n
-			if got := e.anchored(knobs, tr, mark, MaxReferencePositions)[i]; !slices.EqualFunc(got, seeds, func(a, b Schedule) bool { return a.String() == b.String() }) {
+			if got := e.Anchored(knobs, tr, mark, MaxReferencePositions)[i]; !slices.EqualFunc(got, seeds, func(a, b Schedule) bool { return a.String() == b.String() }) {
 				t.Errorf("%v: anchored gives the own family %v, ownHeld %v", space, got, seeds)
 			}
 			for _, sch := range seeds {

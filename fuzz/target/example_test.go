@@ -13,6 +13,7 @@ import (
 
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
+	"github.com/stalefuzz/stalefuzz/fuzz/truthtable"
 )
 
 // A target in Go is the same declaration as a target file: here a
@@ -97,7 +98,7 @@ func ExampleMeasureTruthTable() {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tt, err := target.MeasureTruthTable(context.Background(), "target.yaml", fuzz.TruthTableOptions{Runs: 2, Settings: 2}, os.Stderr)
+		tt, err := target.MeasureTruthTable(context.Background(), "target.yaml", truthtable.Options{Runs: 2, Settings: 2}, os.Stderr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,25 +9,25 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stalefuzz/stalefuzz/fuzz"
+	"github.com/stalefuzz/stalefuzz/fuzz/truthtable"
 )
 
 // MeasureTruthTable loads and prepares the target file at path, starts its
-// Env and runs fuzz.Env.MeasureTruthTable with o: per knob setting, the
+// Env and runs truthtable.Measure with o: per knob setting, the
 // no-fault run and each one-fault pattern anchored to its events and
 // writes. Progress (the build, then each cell) goes to progress (nil:
 // nowhere).
-func MeasureTruthTable(ctx context.Context, path string, o fuzz.TruthTableOptions, progress io.Writer) (fuzz.TruthTable, error) {
+func MeasureTruthTable(ctx context.Context, path string, o truthtable.Options, progress io.Writer) (truthtable.Table, error) {
 	t, env, err := prepareEnv(ctx, path, progress)
 	if err != nil {
-		return fuzz.TruthTable{}, err
+		return truthtable.Table{}, err
 	}
-	report := func(pattern string, setting map[string]int, c *fuzz.Cell) {
+	report := func(pattern string, setting map[string]int, c *truthtable.Cell) {
 		if progress != nil {
 			fmt.Fprintf(progress, "stalefuzz: %s | %s: %s\n", pattern, t.Setting(setting), c)
 		}
 	}
-	tt, err := env.MeasureTruthTable(ctx, o, report)
+	tt, err := truthtable.Measure(ctx, env, o, report)
 	return tt, errors.Join(err, env.Stop())
 }
 

@@ -41,6 +41,6 @@
 //
 // STALEFUZZ_TRUTH_TABLE: with STALEFUZZ_TARGET, TestTruthTable runs the
 // target's truth table (target.MeasureTruthTable) with these options (a
-// fuzz.TruthTableOptions as JSON) and prints it as one line of JSON (a
+// truthtable.Options as JSON) and prints it as one line of JSON (a
 // TruthTableLine) after TruthTablePrefix, for `stalefuzz truth-table`.
 package driver

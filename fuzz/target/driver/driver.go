@@ -1,6 +1,6 @@
 package driver
 
-import "github.com/stalefuzz/stalefuzz/fuzz"
+import "github.com/stalefuzz/stalefuzz/fuzz/truthtable"
 
 // FalseAlarmsPrefix starts the line of JSON (a fuzz.FalseAlarms) that
 // TestFalseAlarms prints for `stalefuzz false-alarms`.
@@ -14,6 +14,6 @@ const TruthTablePrefix = "stalefuzz-truth-table: "
 // table, and its Markdown with the knob settings named by the target
 // file's values.
 type TruthTableLine struct {
-	Table    fuzz.TruthTable
+	Table    truthtable.Table
 	Markdown string
 }

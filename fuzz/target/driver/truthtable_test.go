@@ -7,20 +7,20 @@ import (
 	"os"
 	"testing"
 
-	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
+	"github.com/stalefuzz/stalefuzz/fuzz/truthtable"
 )
 
 // TestTruthTable measures the truth table of the target file named by
 // STALEFUZZ_TARGET (target.MeasureTruthTable) with the options in
-// STALEFUZZ_TRUTH_TABLE (a fuzz.TruthTableOptions as JSON; "{}" for the
+// STALEFUZZ_TRUTH_TABLE (a truthtable.Options as JSON; "{}" for the
 // defaults). Either unset, it is skipped.
 func TestTruthTable(t *testing.T) {
 	path, opts := os.Getenv("STALEFUZZ_TARGET"), os.Getenv("STALEFUZZ_TRUTH_TABLE")
 	if path == "" || opts == "" {
 		t.Skip("STALEFUZZ_TARGET and STALEFUZZ_TRUTH_TABLE are not set: this test is run by stalefuzz truth-table")
 	}
-	var o fuzz.TruthTableOptions
+	var o truthtable.Options
 	if err := json.Unmarshal([]byte(opts), &o); err != nil {
 		t.Fatalf("STALEFUZZ_TRUTH_TABLE=%q: %v", opts, err)
 	}

@@ -58,7 +58,7 @@
 // fault's false alarms are measured alike; the target's space must be
 // composed. truth-table
 // runs, per knob setting, a no-fault run and each one-fault pattern
-// anchored to its events and writes (package fuzz, Env.MeasureTruthTable)
+// anchored to its events and writes (package fuzz/truthtable)
 // --runs times, and writes a Markdown table: per pattern whether a cluster
 // on 1.37's defaults can produce it, per setting the oracles that fired,
 // then each cell with a violation as an input kept in --findings and the

@@ -14,10 +14,11 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/fuzz/target/driver"
+	"github.com/stalefuzz/stalefuzz/fuzz/truthtable"
 )
 
 func newTruthTableCmd() *cobra.Command {
-	var o fuzz.TruthTableOptions
+	var o truthtable.Options
 	var out, findings string
 	cmd := &cobra.Command{
 		Use:   "truth-table TARGET.yaml",
@@ -52,7 +53,7 @@ the table was made, whatever it shows; 2 for a usage or harness error.`,
 }
 
 // truthTable runs the driver's TestTruthTable on file and writes its table.
-func truthTable(ctx context.Context, stdout, stderr io.Writer, file string, o fuzz.TruthTableOptions, out, findings string) error {
+func truthTable(ctx context.Context, stdout, stderr io.Writer, file string, o truthtable.Options, out, findings string) error {
 	opts, err := json.Marshal(o)
 	if err != nil {
 		return exitError{exitHarness, err}
@@ -84,7 +85,7 @@ func truthTable(ctx context.Context, stdout, stderr io.Writer, file string, o fu
 }
 
 // truthTableMarkdown is the table with what made it.
-func truthTableMarkdown(file string, o fuzz.TruthTableOptions, line driver.TruthTableLine) string {
+func truthTableMarkdown(file string, o truthtable.Options, line driver.TruthTableLine) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Truth table of %s\n\n", file)
 	fmt.Fprintf(&b, "Written by `stalefuzz truth-table %s --runs %d --positions %d --settings %d` in %v. ",

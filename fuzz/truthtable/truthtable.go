@@ -1,4 +1,4 @@
-package fuzz
+package truthtable
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/stalefuzz/stalefuzz/fuzz"
 )
 
-// TruthTableOptions bound Env.MeasureTruthTable. The zero value runs every
+// Options bound Measure. The zero value runs every
 // knob setting, the first position of each anchor, twice a cell.
-type TruthTableOptions struct {
+type Options struct {
 	// Runs per cell; 0: 2.
 	Runs int
 	// Positions is how many anchors per client, resource and kind of fault
@@ -24,10 +26,10 @@ type TruthTableOptions struct {
 	Settings int
 }
 
-// TruthTable is what Env.MeasureTruthTable saw: per pattern (a no-fault run,
+// Table is what Measure saw: per pattern (a no-fault run,
 // or one fault anchored to an event or a write of a no-fault run, knob
 // settings aside) and knob setting, what the runs' oracles said.
-type TruthTable struct {
+type Table struct {
 	Runs     int
 	Settings []map[string]int
 	// Patterns in the order they were run: "no lag" first, then the
@@ -39,10 +41,10 @@ type TruthTable struct {
 	Took  time.Duration
 }
 
-// Pattern is one row of a TruthTable.
+// Pattern is one row of a Table.
 type Pattern struct {
 	// Schedule is the pattern's schedule, knob settings aside
-	// (Schedule.String); the key of TruthTable.Cells.
+	// (Schedule.String); the key of Table.Cells.
 	Schedule string
 	// Cause is what in a real cluster does it (Step.Cause), OnDefaults
 	// whether a cluster on 1.37's defaults can (Step.OnDefaults); "" for
@@ -69,7 +71,7 @@ type Cell struct {
 	Input []byte `json:",omitempty"`
 }
 
-func (c *Cell) add(res *Result, known []Known) {
+func (c *Cell) add(res *fuzz.Result, known []fuzz.Known) {
 	c.Judged++
 	if len(res.Violations) == 0 {
 		return
@@ -132,7 +134,7 @@ func (c *Cell) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// MeasureTruthTable runs, for each knob setting, a no-fault run, derives
+// Measure runs on e, for each knob setting, a no-fault run, derives
 // from its trace the anchored one-fault schedules of the scenario's space
 // (those the reference seeds come from, families: in Realistic a relist
 // after 410 at the client's Nth MODIFIED or DELETED event of a resource, a
@@ -143,7 +145,7 @@ func (c *Cell) String() string {
 // no-fault schedule and each of those o.Runs times. A harness error is run
 // again up to twice and then counted apart. progress, when set, is called
 // after each cell.
-func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progress func(pattern string, setting map[string]int, c *Cell)) (TruthTable, error) {
+func Measure(ctx context.Context, e *fuzz.Env, o Options, progress func(pattern string, setting map[string]int, c *Cell)) (Table, error) {
 	runs, positions, settings := o.Runs, o.Positions, o.Settings
 	if runs <= 0 {
 		runs = 2
@@ -155,8 +157,8 @@ func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progre
 		settings = math.MaxInt
 	}
 	began := time.Now()
-	t := TruthTable{Runs: runs, Settings: knobSettings(e.s.Knobs, settings), Cells: map[string]map[int]*Cell{}}
-	noLag := Schedule{}.String()
+	t := Table{Runs: runs, Settings: e.KnobSettings(settings), Cells: map[string]map[int]*Cell{}}
+	noLag := fuzz.Schedule{}.String()
 	t.Patterns = append(t.Patterns, Pattern{Schedule: noLag})
 	cell := func(pattern string, si int) *Cell {
 		if t.Cells[pattern] == nil {
@@ -166,15 +168,15 @@ func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progre
 		t.Cells[pattern][si] = c
 		return c
 	}
-	runCell := func(sched Schedule, c *Cell) *Result {
-		var last *Result
+	runCell := func(sched fuzz.Schedule, c *Cell) *fuzz.Result {
+		var last *fuzz.Result
 		for range runs {
-			res, err := e.Run(ctx, sched, Retries(3))
+			res, err := e.Run(ctx, sched, fuzz.Retries(3))
 			if err != nil {
 				c.HarnessErrors++
 				continue
 			}
-			known := e.s.knownOnly(res.Violations, sched)
+			known := e.KnownOnly(res.Violations, sched)
 			c.add(res, known)
 			if len(res.Violations) > 0 && known == nil && c.Input == nil {
 				c.Input, _ = e.Input(sched)
@@ -185,7 +187,7 @@ func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progre
 	}
 	for si, knobs := range t.Settings {
 		c := cell(noLag, si)
-		ref := runCell(Schedule{Knobs: knobs}, c)
+		ref := runCell(fuzz.Schedule{Knobs: knobs}, c)
 		if progress != nil {
 			progress(noLag, knobs, c)
 		}
@@ -195,7 +197,7 @@ func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progre
 		if ref == nil {
 			continue // no judged no-fault run: no anchors for this setting
 		}
-		byFamily := e.anchored(knobs, ref.Trace, ref.Mark, positions)
+		byFamily := e.Anchored(knobs, ref.Trace, ref.Mark, positions)
 		// The kinds take turns, as in the reference seeds.
 		for n := 0; ; n++ {
 			more := false
@@ -205,7 +207,7 @@ func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progre
 				}
 				more = true
 				sched := scheds[n]
-				pattern := Schedule{Steps: sched.Steps}.String()
+				pattern := fuzz.Schedule{Steps: sched.Steps}.String()
 				if !slices.ContainsFunc(t.Patterns, func(p Pattern) bool { return p.Schedule == pattern }) {
 					st := sched.Steps[0]
 					t.Patterns = append(t.Patterns, Pattern{Schedule: pattern, Cause: st.Cause(), OnDefaults: st.OnDefaults()})
@@ -231,7 +233,7 @@ func (e *Env) MeasureTruthTable(ctx context.Context, o TruthTableOptions, progre
 // Markdown renders the table: a row per pattern, a column per knob setting,
 // each setting named by label (nil: "knob=value" pairs, "defaults" for
 // the first values).
-func (t TruthTable) Markdown(label func(map[string]int) string) string {
+func (t Table) Markdown(label func(map[string]int) string) string {
 	if label == nil {
 		label = func(m map[string]int) string {
 			var parts []string

@@ -1,19 +1,20 @@
-package fuzz
+package truthtable
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/proxy"
 )
 
-func TestTruthTableCells(t *testing.T) {
-	known := []Known{{Oracle: "count", Message: "live Jobs", Why: "finding 1: Jobs beyond maxReplicaCount (README.md)"}}
+func TestCells(t *testing.T) {
+	known := []fuzz.Known{{Oracle: "count", Message: "live Jobs", Why: "finding 1: Jobs beyond maxReplicaCount (README.md)"}}
 	var c Cell
-	c.add(&Result{}, nil)
-	c.add(&Result{Violations: []Violation{{Oracle: "count", Message: "4 live Jobs"}}}, known)
-	c.add(&Result{Violations: []Violation{{Oracle: "end-state", Message: "a"}, {Oracle: "end-state", Message: "b"}, {Oracle: "crash", Message: "c"}}}, nil)
+	c.add(&fuzz.Result{}, nil)
+	c.add(&fuzz.Result{Violations: []fuzz.Violation{{Oracle: "count", Message: "4 live Jobs"}}}, known)
+	c.add(&fuzz.Result{Violations: []fuzz.Violation{{Oracle: "end-state", Message: "a"}, {Oracle: "end-state", Message: "b"}, {Oracle: "crash", Message: "c"}}}, nil)
 	c.HarnessErrors = 2
 	if got, want := c.String(), "**crash 1/3**, **end-state 1/3**, known (finding 1) 1/3, (2 harness errors)"; got != want {
 		t.Errorf("cell %q, want %q", got, want)
@@ -33,10 +34,10 @@ func TestTruthTableCells(t *testing.T) {
 	}
 }
 
-func TestTruthTableMarkdown(t *testing.T) {
-	relist := Step{Client: "c", Resource: "jobs", Action: proxy.Expire, Length: time.Second, Lag: 300 * time.Millisecond}
-	hold := Step{Client: "c", Resource: "jobs", Action: proxy.Hold, Length: time.Second}
-	tt := TruthTable{
+func TestMarkdown(t *testing.T) {
+	relist := fuzz.Step{Client: "c", Resource: "jobs", Action: proxy.Expire, Length: time.Second, Lag: 300 * time.Millisecond}
+	hold := fuzz.Step{Client: "c", Resource: "jobs", Action: proxy.Hold, Length: time.Second}
+	tt := Table{
 		Runs:     1,
 		Settings: []map[string]int{{"mode": 0}, {"mode": 1}},
 		Patterns: []Pattern{
@@ -63,10 +64,10 @@ func TestTruthTableMarkdown(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
 	}
-	if got := (Step{Action: proxy.Drop}).OnDefaults(); got != "no" {
+	if got := (fuzz.Step{Action: proxy.Drop}).OnDefaults(); got != "no" {
 		t.Errorf("a silent drop on 1.37's defaults: %q, want no", got)
 	}
-	if got := (Step{Action: proxy.Freeze}).OnDefaults(); got != "yes" {
+	if got := (fuzz.Step{Action: proxy.Freeze}).OnDefaults(); got != "yes" {
 		t.Errorf("a restart onto a current apiserver on 1.37's defaults: %q, want yes", got)
 	}
 }
