@@ -18,6 +18,11 @@
 # in RECALL_OUT-<FILE's name>. A target that
 # pins kube-controller-manager (builtins.controllerManager:
 # k8s.io/kubernetes@vX.Y.Z) gets VERSION's, built by hack/kcm-version.sh.
+# RECALL_SED, for a spelling that differs between releases (a flag renamed:
+# argo-rollouts v1.7.2 spells --metricsPort --metricsport): sed -E
+# expressions, separated by ';', applied to the copy after the version;
+# the run prints them. Never for the workload or the faults: the method
+# keeps the target as the hunt runs it.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: hack/recall.sh TARGET VERSION [RUNS] [TIME]" >&2; exit 2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,6 +46,11 @@ fi
 trap 'rm -f "$copy"' EXIT
 sed -E "s/@v[0-9]+\.[0-9]+\.[0-9]+([-.][0-9A-Za-z.]+)?/@$version/g" "$target" > "$copy"
 grep -q "@$version" "$copy" || { echo "recall: $target pins no @vX.Y.Z version to replace" >&2; exit 2; }
+if [ -n "${RECALL_SED:-}" ]; then
+	sed -E "$RECALL_SED" "$copy" > "$copy.tmp" && mv -f "$copy.tmp" "$copy" || { echo "recall: RECALL_SED=$RECALL_SED: not a sed -E script" >&2; exit 2; }
+	! cmp -s "$copy" <(sed -E "s/@v[0-9]+\.[0-9]+\.[0-9]+([-.][0-9A-Za-z.]+)?/@$version/g" "$target") || { echo "recall: RECALL_SED=$RECALL_SED changed nothing in $target" >&2; exit 2; }
+	echo "recall: the copy differs from $target in its version and by RECALL_SED: $RECALL_SED"
+fi
 if [ -n "$known" ]; then
 	grep -q '^oracles:' "$copy" || { echo "recall: $target has no oracles: section for RECALL_KNOWN's entries" >&2; exit 2; }
 	! grep -qE '^  known:' "$copy" || { echo "recall: $target declares known findings already: the method runs it without them; add RECALL_KNOWN's to a copy without them" >&2; exit 2; }

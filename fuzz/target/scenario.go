@@ -488,7 +488,7 @@ func (t *Target) leaderElection() map[string]fuzz.LeaderElection {
 func known(ks []Known) []fuzz.Known {
 	var out []fuzz.Known
 	for _, k := range ks {
-		out = append(out, fuzz.Known{Oracle: k.Oracle, Message: k.Message, Why: k.Why, Subject: k.Subject, Faults: k.Faults})
+		out = append(out, fuzz.Known{Oracle: k.Oracle, Message: k.Message, Why: k.Why, Subject: k.Subject, Faults: k.Faults, On: k.On})
 	}
 	return out
 }

@@ -291,8 +291,15 @@ type Wait struct {
 	Object   `yaml:",inline"`
 	JSONPath string `yaml:"jsonPath"`
 	Value    string `yaml:"value"`
-	Current  bool   `yaml:"current"`
-	Timeout  string `yaml:"timeout"`
+	// ValueFrom, instead of Value, is a JSONPath into the same object read
+	// at the same time: the wait ends when the value at JSONPath is the
+	// value there, and not empty ('{.status.observedGeneration}' from
+	// '{.metadata.generation}': the controller's status is for the spec
+	// last written, whatever the number; a value that names no release's
+	// hash or count).
+	ValueFrom string `yaml:"valueFrom"`
+	Current   bool   `yaml:"current"`
+	Timeout   string `yaml:"timeout"`
 	// Required makes the step one the user's workflow must reach (a
 	// pipeline that promotes, then waits for the rollout to finish, and
 	// fails at its deadline). A wait that timed out is judged once the
@@ -439,6 +446,10 @@ type Known struct {
 	// this finding: a look-alike with another cause is then reported.
 	// Zero: any schedule.
 	Faults []string `yaml:"faults"`
+	// On are watched resources ("services"), each of which a step of the
+	// schedule must be on (a held, delayed or broken watch of it), for a violation to be this finding.
+	// Zero: any.
+	On []string `yaml:"on"`
 }
 
 // knownOracles are the oracles a Known may name: those a target's

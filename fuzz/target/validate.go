@@ -315,6 +315,11 @@ func (t *Target) validate(p *positions) error {
 				bad(fmt.Errorf("fault %q: want one of %s", f, strings.Join(fuzz.FaultKinds, ", ")), "oracles", "known", i, "faults", j)
 			}
 		}
+		for j, r := range k.On {
+			if res := t.resources(); !slices.Contains(res, r) {
+				bad(fmt.Errorf("resource %q: want one the faults are on: %s", r, strings.Join(res, ", ")), "oracles", "known", i, "on", j)
+			}
+		}
 	}
 	if q := t.Oracles.Quiet; q != "" {
 		if _, err := parseDuration(q); err != nil {
@@ -368,6 +373,9 @@ func (t *Target) validateStep(s Step, bad func(error, ...any), refs func(string,
 		object(s.Wait.Object, "wait")
 		if s.Wait.Value != "" && s.Wait.JSONPath == "" {
 			bad(errors.New("value without jsonPath: say where the value is (jsonPath: '{.status.phase}')"), "wait", "value")
+		}
+		if s.Wait.ValueFrom != "" && (s.Wait.JSONPath == "" || s.Wait.Value != "") {
+			bad(errors.New("valueFrom wants jsonPath and no value: the value at jsonPath is compared with the value at valueFrom"), "wait", "valueFrom")
 		}
 		if s.Wait.Current && s.Wait.JSONPath != "" {
 			bad(errors.New("current and jsonPath: want one (current waits for kstatus Current, jsonPath for a value)"), "wait", "current")

@@ -273,11 +273,13 @@ func wait(ctx context.Context, x *fuzz.Exec, w *Wait, sub func(string) string, m
 
 // condition is what a wait waits for, its knob references replaced.
 type condition struct {
-	u    *unstructured.Unstructured
-	jp   *jsonpath.JSONPath // nil: the object's existence (or Current)
-	path string
-	want string
-	cur  bool // kstatus Current
+	u        *unstructured.Unstructured
+	jp       *jsonpath.JSONPath // nil: the object's existence (or Current)
+	path     string
+	want     string
+	from     *jsonpath.JSONPath // non-nil: want is read from the object there
+	fromPath string
+	cur      bool // kstatus Current
 }
 
 func newCondition(x *fuzz.Exec, w *Wait, sub func(string) string) (*condition, error) {
@@ -292,12 +294,22 @@ func newCondition(x *fuzz.Exec, w *Wait, sub func(string) string) (*condition, e
 			return nil, fmt.Errorf("wait for %s %s: jsonPath %q: %w", u.GetKind(), u.GetName(), w.JSONPath, err)
 		}
 	}
+	if w.ValueFrom != "" {
+		c.fromPath = w.ValueFrom
+		c.from = jsonpath.New("wait-from").AllowMissingKeys(true)
+		if err := c.from.Parse(w.ValueFrom); err != nil {
+			return nil, fmt.Errorf("wait for %s %s: valueFrom %q: %w", u.GetKind(), u.GetName(), w.ValueFrom, err)
+		}
+	}
 	return c, nil
 }
 
 // String is the condition in words: "Rollout bg {.status.replicas} = "2"".
 func (c *condition) String() string {
 	what := fmt.Sprintf("%s = %q", c.path, c.want)
+	if c.from != nil {
+		what = fmt.Sprintf("%s = %s", c.path, c.fromPath)
+	}
 	if c.cur {
 		what = "kstatus Current"
 	}
@@ -331,6 +343,14 @@ func (c *condition) met(ctx context.Context, x *fuzz.Exec) (bool, string, error)
 	var b bytes.Buffer
 	if err := c.jp.Execute(&b, cur.Object); err != nil {
 		return false, "", fmt.Errorf("wait for %s %s: jsonPath %q: %w", c.u.GetKind(), c.u.GetName(), c.path, err)
+	}
+	if c.from != nil {
+		var f bytes.Buffer
+		if err := c.from.Execute(&f, cur.Object); err != nil {
+			return false, "", fmt.Errorf("wait for %s %s: valueFrom %q: %w", c.u.GetKind(), c.u.GetName(), c.fromPath, err)
+		}
+		met := b.String() != "" && b.String() == f.String()
+		return met, fmt.Sprintf("%s against %q at %s", shown(cur, b.String(), f.String()), f.String(), c.fromPath), nil
 	}
 	return b.String() == c.want, shown(cur, b.String(), c.want), nil
 }

@@ -12,10 +12,11 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 )
 
-// The canary's pod-template hashes: version 2 (the one abandoned in
-// flight) and version 3 (targets/workflows.yaml waits for it). Argo
+// The canary's pod-template hashes at v1.10.2, the release the target
+// pins: version 2 (the one abandoned in flight) and version 3. Argo
 // Rollouts computes them from the pod template alone, so they are the same
-// in every execution.
+// in every execution of one release (v1.7.2 and v1.8.5 hash otherwise,
+// which is why the target's waits name none).
 const (
 	canaryV2 = "6cdd676f5f"
 	canaryV3 = "8574dcb5d8"
