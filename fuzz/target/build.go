@@ -189,7 +189,12 @@ func fileExists(p string) bool {
 
 // Prepare builds every Go controller of t that is not cached yet and
 // downloads every module its CRDs name, saying what it does on progress
-// (nil: silent). Builds take minutes the first time and nothing after. It
+// (nil: silent). Builds take minutes the first time and nothing after.
+// Every build is -trimpath: the compiled packages of a module do not depend
+// on the directory it was copied to, so a build with a patch recompiles
+// only the packages the patch touches and those importing them (the rest
+// comes from Go's build cache), and a controller's stack traces name its
+// module's paths (github.com/kedacore/keda/v2/pkg/...), not a copy's. It
 // refuses a target whose builtins need a binary that is not there
 // (kube-controller-manager, kube-scheduler), naming the command that builds
 // it.
@@ -252,7 +257,7 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 // directives refuse that, go build inside a copy of the module.
 func build(ctx context.Context, spec, bin string) error {
 	return buildInto(bin, func(built, tmp string) error {
-		install := exec.CommandContext(ctx, "go", "install", spec)
+		install := exec.CommandContext(ctx, "go", "install", "-trimpath", spec)
 		install.Env = append(goEnv(), "GOBIN="+tmp)
 		out, err := install.CombinedOutput()
 		if err == nil {
@@ -334,7 +339,7 @@ func removeOrphanBuilds(dir string) {
 // directory itself is not changed.
 func buildLocal(ctx context.Context, dir, bin string, patches []SourcePatch) error {
 	return buildInto(bin, func(built, tmp string) error {
-		args := []string{"build", "-o", built}
+		args := []string{"build", "-trimpath", "-o", built}
 		env := append(goEnv(), "GOWORK=off")
 		if len(patches) > 0 {
 			root, err := moduleRoot(dir)
@@ -464,7 +469,7 @@ func buildInCopy(ctx context.Context, spec, out, tmp string, patches []SourcePat
 		return err
 	}
 	rel := "./" + strings.TrimPrefix(strings.TrimPrefix(pkg, mod), "/")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, rel)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, rel)
 	cmd.Dir = src
 	cmd.Env = append(goEnv(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
