@@ -213,31 +213,8 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("target %s: controllers[%d] %s: %w", t.Name, i, c.Name, err)
 		}
-		if _, err := os.Stat(bin); err == nil {
-			continue
-		}
-		with := ""
-		patches := make([]SourcePatch, len(c.Patches))
-		for j, p := range c.Patches {
-			patches[j] = SourcePatch{File: t.path(p.File), Module: p.Module}
-			with += ", " + p.String()
-		}
-		if with != "" {
-			with = " with " + with[2:]
-		}
-		fmt.Fprintf(progress, "stalefuzz: building controller %s from %s%s (once: cached at %s; minutes the first time)\n", c.Name, c.Go, with, bin)
-		switch {
-		case isLocal(c.Go):
-			if err = buildLocal(ctx, t.path(c.Go), bin, patches); err == nil {
-				pruneLocal(t.path(c.Go), bin)
-			}
-		case len(c.Patches) > 0:
-			err = buildInto(bin, func(built, tmp string) error { return buildInCopy(ctx, c.Go, built, tmp, patches) })
-		default:
-			err = build(ctx, c.Go, bin)
-		}
-		if err != nil {
-			return fmt.Errorf("target %s: controllers[%d] %s: unable to build %s: %w", t.Name, i, c.Name, c.Go, err)
+		if err := t.buildController(ctx, c, bin, progress); err != nil {
+			return fmt.Errorf("target %s: controllers[%d] %s: %w", t.Name, i, c.Name, err)
 		}
 	}
 	seen := map[string]bool{}
@@ -249,6 +226,46 @@ func Prepare(ctx context.Context, t *Target, progress io.Writer) error {
 				return fmt.Errorf("target %s: crds[%d]: %w", t.Name, i, err)
 			}
 		}
+	}
+	return nil
+}
+
+// buildController builds c into bin unless it is there, holding bin's
+// build lock (lockBuild) from its check to its end.
+func (t *Target) buildController(ctx context.Context, c Controller, bin string, progress io.Writer) error {
+	if _, err := os.Stat(bin); err == nil {
+		return nil
+	}
+	unlock, err := lockBuild(ctx, bin, c.Name, progress)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(bin); err == nil {
+		return nil // another process built it while this one waited
+	}
+	with := ""
+	patches := make([]SourcePatch, len(c.Patches))
+	for j, p := range c.Patches {
+		patches[j] = SourcePatch{File: t.path(p.File), Module: p.Module}
+		with += ", " + p.String()
+	}
+	if with != "" {
+		with = " with " + with[2:]
+	}
+	fmt.Fprintf(progress, "stalefuzz: building controller %s from %s%s (once: cached at %s; minutes the first time)\n", c.Name, c.Go, with, bin)
+	switch {
+	case isLocal(c.Go):
+		if err = buildLocal(ctx, t.path(c.Go), bin, patches); err == nil {
+			pruneLocal(t.path(c.Go), bin)
+		}
+	case len(c.Patches) > 0:
+		err = buildInto(bin, func(built, tmp string) error { return buildInCopy(ctx, c.Go, built, tmp, patches) })
+	default:
+		err = build(ctx, c.Go, bin)
+	}
+	if err != nil {
+		return fmt.Errorf("unable to build %s: %w", c.Go, err)
 	}
 	return nil
 }
