@@ -13,6 +13,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/proxy"
+	"github.com/stalefuzz/stalefuzz/scenarios/internal/suite"
 )
 
 // FuzzCertManager searches faults a real cluster produces for the
@@ -401,7 +402,11 @@ func unrecordedKey(res *fuzz.Result) bool {
 // a 409 on the status write that records it), and that run must end with
 // one next private key per Certificate. Up to 8 runs each; a schedule none
 // of whose runs took the path is skipped, saying so.
+//
+// It builds the patched controller: make test-volume runs it, make test
+// does not (suite.VolumeOnly).
 func TestCertManagerTwoKeysFixed(t *testing.T) {
+	suite.VolumeOnly(t, "the fix's control (the controller built with its patch of fix/)")
 	tg, err := target.Load("target.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +445,11 @@ func TestCertManagerTwoKeysFixed(t *testing.T) {
 // apiserver) against the real apiserver: with every Secrets event 100 ms
 // late, the release issues each Certificate again in 20 of 20 runs; with
 // the fix, no Certificate is issued twice in either of two runs.
+//
+// It builds the patched controller: make test-volume runs it, make test
+// does not (suite.VolumeOnly).
 func TestCertManagerReissueFixed(t *testing.T) {
+	suite.VolumeOnly(t, "the fix's control (the controller built with its patch of fix/)")
 	tg, err := target.Load("target.yaml")
 	if err != nil {
 		t.Fatal(err)

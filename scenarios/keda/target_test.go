@@ -10,6 +10,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
+	"github.com/stalefuzz/stalefuzz/scenarios/internal/suite"
 )
 
 // FuzzKEDA searches faults a real cluster produces for the operator, as
@@ -84,6 +85,9 @@ func TestFalseAlarms(t *testing.T) {
 // the Jobs it created as running until the cache shows them, judged in a
 // run whose poll came before the cache showed them. Each is given up to
 // three runs to show what it shows.
+//
+// Its fix case builds the patched operator: make test-volume runs it, make
+// test does not (suite.VolumeOnly).
 func TestKEDALateJobEvents(t *testing.T) {
 	tg, e := target.LoadEnv(t, "target.yaml")
 	for _, c := range []struct {
@@ -95,6 +99,9 @@ func TestKEDALateJobEvents(t *testing.T) {
 		{"held past a pollingInterval, created Jobs expected (fix)", "testdata/late-jobs.input", "fix/expect-created-jobs.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.patch != "" {
+				suite.VolumeOnly(t, "the fix's control (the operator built with "+c.patch+")")
+			}
 			tg, e := tg, e
 			if c.patch != "" {
 				tg, e = patched(t, c.patch)
@@ -190,6 +197,9 @@ func pollBeforeJobsSeen(res *fuzz.Result) bool {
 // does the operator with fix/finalizer-patch.patch, which adds the
 // finalizer with a merge patch of the finalizers alone, so that the
 // generation stays 1.
+//
+// Its fix case builds the patched operator: make test-volume runs it, make
+// test does not (suite.VolumeOnly).
 func TestKEDARolloutDeletesNewJobs(t *testing.T) {
 	for _, c := range []struct {
 		name, rollout, patch string
@@ -200,6 +210,9 @@ func TestKEDARolloutDeletesNewJobs(t *testing.T) {
 		{"finalizer added by a merge patch (fix)", "", "fix/finalizer-patch.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.patch != "" {
+				suite.VolumeOnly(t, "the fix's control (the operator built with "+c.patch+")")
+			}
 			tg, err := target.Load("target.yaml")
 			if err != nil {
 				t.Fatal(err)
@@ -255,6 +268,9 @@ func TestKEDARolloutDeletesNewJobs(t *testing.T) {
 // resourceVersion it was computed against, so that a patch from the stale
 // cache meets 409 instead of dropping conditions, and whose retry reads
 // the ScaledJob from the apiserver (the manager's APIReader).
+//
+// Its fix case builds the patched operator: make test-volume runs it, make
+// test does not (suite.VolumeOnly).
 func TestKEDAPausedActiveUnknown(t *testing.T) {
 	tg, e := target.LoadEnv(t, "target.yaml")
 	for _, c := range []struct {
@@ -268,6 +284,9 @@ func TestKEDAPausedActiveUnknown(t *testing.T) {
 		{"paused, status patch with a precondition (fix)", 1, "fix/status-patch-precondition.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.patch != "" {
+				suite.VolumeOnly(t, "the fix's control (the operator built with "+c.patch+")")
+			}
 			tg, e := tg, e
 			if c.patch != "" {
 				tg, e = patched(t, c.patch)

@@ -20,6 +20,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
+	"github.com/stalefuzz/stalefuzz/scenarios/internal/suite"
 )
 
 // FuzzKRO searches faults a real cluster produces for KRO, as
@@ -149,9 +150,7 @@ func restart(action proxy.Action, resource, verb, sub string, after int, lag tim
 // end-state check judges what the apiserver holds once the run settled.
 // It fails on any violation, and prints each run's verdict.
 func TestKROClaims(t *testing.T) {
-	if os.Getenv("STALEFUZZ_VOLUME") == "" {
-		t.Skip("12 schedules × 5 runs: make test-volume (STALEFUZZ_VOLUME=1) runs it")
-	}
+	suite.VolumeOnly(t, "12 schedules × 5 runs")
 	runs := 5
 	if v := os.Getenv("KRO_RUNS"); v != "" {
 		var err error

@@ -15,6 +15,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/proxy"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
+	"github.com/stalefuzz/stalefuzz/scenarios/internal/suite"
 )
 
 // FuzzKubeRay searches faults a real cluster produces for the operator, as
@@ -96,6 +97,9 @@ func summary(sched fuzz.Schedule, res *fuzz.Result) string {
 // which lists the head Pods from the apiserver (a consistent read) before
 // creating one: judged in a run where the restarted operator's cache lacked
 // the head Pod and that List found it (up to 3 runs).
+//
+// Its fix case builds the patched operator: make test-volume runs it, make
+// test does not (suite.VolumeOnly).
 func TestKubeRayTwoHeads(t *testing.T) {
 	for _, c := range []struct {
 		name, deterministic string
@@ -110,6 +114,9 @@ func TestKubeRayTwoHeads(t *testing.T) {
 		{"live re-check before creating (fix)", "", "fix/recheck-live-pods.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.patch != "" {
+				suite.VolumeOnly(t, "the fix's control (the operator built with "+c.patch+")")
+			}
 			tg, err := target.Load("target.yaml")
 			if err != nil {
 				t.Fatal(err)
@@ -188,6 +195,9 @@ const lostHeadCreate = "action=0; at=0; lose the answer to kuberay's 1st create 
 // answer may have been lost, so that the requeued reconcile waits for the
 // cache ("NotSatisfiedHeadExpectations") instead of creating: judged in a
 // run where that wait happened (up to 8 runs).
+//
+// Its fix case builds the patched operator: make test-volume runs it, make
+// test does not (suite.VolumeOnly).
 func TestKubeRayLostHeadCreate(t *testing.T) {
 	const windowTries = 8
 	for _, c := range []struct {
@@ -201,6 +211,9 @@ func TestKubeRayLostHeadCreate(t *testing.T) {
 		{"expectation for an unacknowledged create (fix)", "", "fix/expect-unacknowledged-head.patch", false, false, windowTries},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.patch != "" {
+				suite.VolumeOnly(t, "the fix's control (the operator built with "+c.patch+")")
+			}
 			tg, err := target.Load("target.yaml")
 			if err != nil {
 				t.Fatal(err)
@@ -302,6 +315,9 @@ func TestKubeRayLostHeadCreate(t *testing.T) {
 // lists the group's Pods from the apiserver (a consistent read) before
 // creating workers: judged in a run where that List found the worker the
 // restarted operator's cache lacked (up to 3 runs). See README.md.
+//
+// Its fix case builds the patched operator: make test-volume runs it, make
+// test does not (suite.VolumeOnly).
 func TestKubeRayDuplicate(t *testing.T) {
 	release := env(t)
 	restart := func(lag time.Duration) fuzz.Step {
@@ -318,6 +334,9 @@ func TestKubeRayDuplicate(t *testing.T) {
 		{"lagging apiserver, live re-check before creating (fix)", restart(400 * time.Millisecond), "fix/recheck-live-pods.patch", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.patch != "" {
+				suite.VolumeOnly(t, "the fix's control (the operator built with "+c.patch+")")
+			}
 			e := release
 			if c.patch != "" {
 				tg, err := target.Load("target.yaml")

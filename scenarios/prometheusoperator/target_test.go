@@ -10,6 +10,7 @@ import (
 	"github.com/stalefuzz/stalefuzz/fuzz"
 	"github.com/stalefuzz/stalefuzz/fuzz/target"
 	"github.com/stalefuzz/stalefuzz/proxy/trace"
+	"github.com/stalefuzz/stalefuzz/scenarios/internal/suite"
 )
 
 // FuzzPrometheusOperator searches faults a real cluster produces for the
@@ -260,7 +261,11 @@ func TestPrometheusOperatorLostStatefulSetDelete(t *testing.T) {
 // to its relist after 410 (the runs in which the release always loses the
 // StatefulSet), makes the StatefulSet again. Up to 10 runs; on a machine
 // so loaded that none is idle there, skipped, saying so.
+//
+// It builds the patched controller: make test-volume runs it, make test
+// does not (suite.VolumeOnly).
 func TestPrometheusOperatorLostStatefulSetDeleteFixed(t *testing.T) {
+	suite.VolumeOnly(t, "the fix's control (the controller built with its patch of fix/)")
 	tg, err := target.Load("target.yaml")
 	if err != nil {
 		t.Fatal(err)

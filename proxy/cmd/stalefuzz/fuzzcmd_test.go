@@ -20,12 +20,28 @@ import (
 
 const pymirror = "../../../scenarios/pymirror/"
 
+// volumeOnly skips t unless STALEFUZZ_VOLUME is set (make test-volume),
+// saying what it leaves out: rows that .ci/run cannot afford on a fresh
+// 2-core machine (it must fit in 90 minutes with every build).
+func volumeOnly(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("STALEFUZZ_VOLUME") == "" {
+		t.Skipf("%s: make test-volume (STALEFUZZ_VOLUME=1) runs it", what)
+	}
+}
+
 // TestFuzzCommandSearchesOn runs a campaign with --search-on on the
 // contention target (its lost plan is found in about 30 s, from a
 // reference-run seed) against the real apiserver: the finding is reported
 // with its time, and the campaign does not stop there (go test -fuzz ends
-// at its first failure) but fuzzes to the end of --time.
+// at its first failure) but fuzzes to the end of --time. Its go test
+// -fuzz build instruments every package the target's fuzz test imports:
+// 8 minutes on a fresh 2-core machine (2026-12-05), so make test-volume
+// runs it and make test does not. TestFuzzCommandLongTarget runs the fuzz
+// command end to end in make test, through the long-run driver, which is
+// not instrumented.
 func TestFuzzCommandSearchesOn(t *testing.T) {
+	volumeOnly(t, "a go test -fuzz campaign, whose instrumented build takes minutes")
 	const budget = 150 * time.Second // the finding comes after about 40 s, 2 min on a busy machine
 	var stdout, stderr bytes.Buffer
 	status := run([]string{"fuzz", "../../../scenarios/contention/target.yaml", "--time", budget.String(), "--workers", "1", "--search-on", "--findings", t.TempDir()}, &stdout, &stderr)

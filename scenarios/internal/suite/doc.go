@@ -7,6 +7,10 @@
 // hand-written schedules). `make test-volume` (STALEFUZZ_VOLUME=1) runs the
 // same specs as statistics over many executions (19 in 20, hundreds of random
 // schedules) and the specs labelled "volume" (truth tables, long waits).
+// Plain Go tests call VolumeOnly for the same purpose: a fix's control
+// (the controller built with a patch of fix/, judged on the finding's input)
+// runs only in make test-volume, beside the finding's regression row at the
+// release, which make test runs.
 //
 // # Environment variables
 //

@@ -15,6 +15,19 @@ const VolumeLabel = "volume"
 // Volume reports whether the suite runs its volume (STALEFUZZ_VOLUME).
 func Volume() bool { return os.Getenv("STALEFUZZ_VOLUME") != "" }
 
+// VolumeOnly skips t unless Volume, saying what it leaves out and how to
+// run it. It is for rows make test cannot afford on a fresh 2-core machine
+// (.ci/run fits in 90 minutes with builds): a fix's control, which builds
+// the controller with a patch of fix/ and runs it until a run takes the
+// finding's path, or a rate over many executions. The finding's own
+// regression row at the release stays in make test.
+func VolumeOnly(t testing.TB, what string) {
+	t.Helper()
+	if !Volume() {
+		t.Skipf("%s: make test-volume (STALEFUZZ_VOLUME=1) runs it", what)
+	}
+}
+
 // Run runs the suite's specs: without Volume, those labelled VolumeLabel are
 // left out (unless -ginkgo.label-filter says otherwise).
 func Run(t *testing.T, name string) {
