@@ -15,10 +15,10 @@ source-controller: ## build FluxCD source-controller v1.9.3 from its Go module, 
 deps: ## install the system packages the tests need (git; chromium for the report page's browser test and hack/screenshot.sh)
 	@hack/deps.sh
 
-test: deps assets source-controller ## run every test against a real apiserver, one package at a time (timing-sensitive specs share no CPU); installs what it needs first
+test: deps assets source-controller ## run every test against a real apiserver, one package at a time (timing-sensitive specs share no CPU), the scenarios' controllers built beside fuzz/ and proxy/ at nice 19 (hack/test.sh); installs what it needs first
 	@# -p 1 would also compile on one core: build every test binary first, on all of them.
 	$(GO) test -count=1 -run='^$$' ./... >/dev/null
-	$(GO) test -count=1 -p 1 -timeout=30m ./...
+	GO=$(GO) hack/test.sh
 
 test-volume: deps assets source-controller ## what make test leaves out to fit CI (STALEFUZZ_VOLUME=1): the scenarios' statistics (19 in 20, hundreds of random schedules), truth tables, each fix's control (the controller built with its patch of fix/), and the CLI's go test -fuzz campaign
 	STALEFUZZ_VOLUME=1 $(GO) test -count=1 -p 1 -timeout=120m ./scenarios/... ./proxy/cmd/stalefuzz/
