@@ -60,16 +60,7 @@ func TestPrepareLocal(t *testing.T) {
 func TestPrepareLocalEnclosingModule(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	dir := t.TempDir()
-	write := func(name, text string) {
-		t.Helper()
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name, text string) { t.Helper(); writeTree(t, dir, map[string]string{name: text}) }
 	greet := func(greeting string) string {
 		return "package greet\n\nconst Greeting = \"" + greeting + "\"\n"
 	}
@@ -136,6 +127,21 @@ require example.com/ctl/api v1.9.3
 	for _, want := range []string{"=> ./here", "=> example.com/digest v1.0.1", "require example.com/ctl/api v1.9.3"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("go.mod lost %q:\n%s", want, got)
+		}
+	}
+}
+
+// writeTree writes files (path relative to dir: contents) under dir,
+// making their directories.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,18 +17,10 @@ import (
 func TestPrepareBuildsOnceAtATime(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	dir := t.TempDir()
-	src := filepath.Join(dir, "hello")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, text := range map[string]string{
+	writeTree(t, filepath.Join(dir, "hello"), map[string]string{
 		"go.mod":  "module example.com/hello\n\ngo 1.22\n",
 		"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Print(\"hello\") }\n",
-	} {
-		if err := os.WriteFile(filepath.Join(src, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	tg := &Target{Name: "local", Dir: dir, Controllers: []Controller{{Name: "hello", Go: "./hello"}}}
 	const n = 3
 	var (
