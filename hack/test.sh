@@ -47,15 +47,17 @@ fi
 setsid bash -c '
 	{ echo 19 >/proc/self/autogroup; } 2>/dev/null
 	for t in scenarios/*/target.yaml; do
-		nice -n 19 "$0" prepare --controllers-only "$t" || echo "test.sh: the background build of $t failed: its tests build it again"
-	done' "$work/stalefuzz" >"$work/builds.log" 2>&1 &
+		log=$1/build-$(basename "$(dirname "$t")").log
+		nice -n 19 "$0" prepare --controllers-only "$t" >"$log" 2>&1 ||
+			echo "test.sh: the background build of $t failed (its tests build it again): $(tail -n 1 "$log")"
+	done' "$work/stalefuzz" "$work" >"$work/builds.log" 2>&1 &
 bg=$!
 
 status=0
 $GO test -count=1 -p 1 -timeout=30m ./fuzz/... ./proxy/... || status=1
 stop
-built=$(grep -c 'building controller' "$work/builds.log")
+built=$(cat "$work"/build-*.log 2>/dev/null | grep -c 'building controller')
 echo "test.sh: beside fuzz/ and proxy/, at nice 19: $built controller build(s) begun, the rest cached; stopped what was still building:"
-grep -E 'building controller|failed' "$work/builds.log" | sed 's/^/  /'
+{ cat "$work"/build-*.log 2>/dev/null | grep 'building controller'; grep 'failed' "$work/builds.log"; } | sed 's/^/  /'
 $GO test -count=1 -p 1 -timeout=30m ./scenarios/... || status=1
 exit $status
