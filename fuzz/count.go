@@ -385,8 +385,11 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 	var ends [2][]endObjects
 	for run := range 2 {
 		res, err := e.run(ctx, Schedule{Knobs: knobs}, runOptions{})
-		if err != nil || len(res.Violations) > 0 || len(res.counts) != len(ref.counts) ||
-			(len(e.s.EndStates) > 0 && (!res.Settled || len(res.ends) != len(e.s.EndStates))) {
+		if why := uncleanReference(res, err, len(ref.counts), len(e.s.EndStates)); why != "" {
+			if e.unclean == nil {
+				e.unclean = map[string]string{}
+			}
+			e.unclean[key] = fmt.Sprintf("reference run %d of 2: %s", run+1, why)
 			return nil
 		}
 		for i, peaks := range res.counts {
@@ -414,6 +417,31 @@ func (e *Env) learnedReference(ctx context.Context, knobs map[string]int) *learn
 	}
 	e.learnedRefs[key] = ref
 	return ref
+}
+
+// uncleanReference says why a no-fault reference run cannot teach the
+// learned oracles, or "" when it can: a harness error, a violation, count
+// oracles that did not all record, or, where end states are judged, a run
+// that never settled or whose end state was not read.
+func uncleanReference(res *Result, err error, counts, endStates int) string {
+	switch {
+	case err != nil:
+		return fmt.Sprintf("a harness error: %v", err)
+	case len(res.Violations) > 0:
+		v := res.Violations[0]
+		msg := strings.ReplaceAll(v.Message, "\n", " ")
+		if len(msg) > 300 {
+			msg = msg[:300] + "..."
+		}
+		return fmt.Sprintf("a violation, [%s] %s", v.Oracle, msg)
+	case len(res.counts) != counts:
+		return fmt.Sprintf("%d of its %d count oracles recorded", len(res.counts), counts)
+	case endStates > 0 && !res.Settled:
+		return "it never settled, so its end state cannot be a reference"
+	case endStates > 0 && len(res.ends) != endStates:
+		return fmt.Sprintf("%d of its %d end states read", len(res.ends), endStates)
+	}
+	return ""
 }
 
 // needsLearned says whether an oracle of s learns from the no-fault

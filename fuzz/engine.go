@@ -84,6 +84,10 @@ type Env struct {
 	// taught the count and end-state oracles (learnedReference); nil when
 	// they were not clean.
 	learnedRefs map[string]*learned
+	// unclean says, per knob settings whose learnedRefs entry is nil, why
+	// (which reference run, and what: a harness error, a violation, a run
+	// that never settled), for the logs that say the oracles are off.
+	unclean map[string]string
 	// refRuns, when not nil, keeps each knob setting's first reference run
 	// (the coordinator's, for referenceSeeds).
 	refRuns map[string]*Result
@@ -141,7 +145,7 @@ func newEnv(s Scenario, share bool) (_ *Env, retErr error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}, refsGaveUp: map[string][]string{}, learnedRefs: map[string]*learned{}}
+	e := &Env{s: s, scheme: s.Scheme, refs: map[string]map[string]any{}, refsGaveUp: map[string][]string{}, learnedRefs: map[string]*learned{}, unclean: map[string]string{}}
 	if e.scheme == nil {
 		e.scheme = clientgoscheme.Scheme
 	}

@@ -291,7 +291,9 @@ func runReferences(f *testing.F, s Scenario, shard Shard, seeds, learn bool) {
 		}
 		fmt.Fprintf(os.Stderr, "stalefuzz: %s: the learned oracles' references: %d of %d knob settings clean, in %.1fs\n", s.Name, clean, clean+len(unclean), time.Since(began).Seconds())
 		if len(unclean) > 0 {
-			fmt.Fprintf(os.Stderr, "stalefuzz: %s: not clean (a harness error, a violation or, with end states, a run that never settled), so each worker tries them again and judges them without the learned oracles if they stay so: %v\n", s.Name, unclean)
+			for _, c := range unclean {
+				fmt.Fprintf(os.Stderr, "stalefuzz: %s: knob settings %v not clean, %s: each worker tries them again and judges them without the learned oracles if they stay so\n", s.Name, c, env.unclean[fmt.Sprint(c)])
+			}
 		}
 		for _, key := range slices.Sorted(maps.Keys(env.learnedRefs)) {
 			if ref := env.learnedRefs[key]; ref != nil && ref.diverged != "" && len(s.EndStates) > 0 {
@@ -448,7 +450,7 @@ func (e *Env) prepareReferences(target string, logf func(format string, args ...
 		if e.s.Storm || e.s.needsLearned() {
 			ref := e.learnedReference(context.Background(), c)
 			if ref == nil {
-				logf("scenario %s: the no-fault reference runs for %v were not clean: the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c)
+				logf("scenario %s: the no-fault reference runs for %v were not clean (%s): the oracles learned from them (count, end state, lost update over any field, storm) do not judge it", e.s.Name, c, e.unclean[fmt.Sprint(c)])
 			} else if len(e.s.EndStates) > 0 && ref.diverged != "" {
 				logf("scenario %s: the two no-fault reference runs for %v gave up different workload waits (%s): end states are not judged for it; give that wait a longer timeout", e.s.Name, c, ref.diverged)
 			} else if len(e.s.EndStates) > 0 {
