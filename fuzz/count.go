@@ -431,7 +431,7 @@ func uncleanReference(res *Result, err error, counts, endStates int) string {
 		v := res.Violations[0]
 		msg := strings.ReplaceAll(v.Message, "\n", " ")
 		if len(msg) > 300 {
-			msg = msg[:300] + "..."
+			msg = strings.ToValidUTF8(msg[:300], "") + "..."
 		}
 		return fmt.Sprintf("a violation, [%s] %s", v.Oracle, msg)
 	case len(res.counts) != counts:
